@@ -1,0 +1,141 @@
+/**
+ * The broker's configuration: the only module that reads `process.env`.
+ *
+ * {@link loadConfig} builds a typed, validated, frozen {@link Config} once and fails
+ * fast with every bad field named, so a misconfigured deployment never half-starts.
+ */
+
+export const DEFAULT_GRPC_PORT = 50051;
+export const DEFAULT_HTTP_PORT = 8080;
+export const DEFAULT_NATS_URL = 'nats://127.0.0.1:4222';
+export const DEFAULT_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/runstream';
+export const DEFAULT_STREAM_NAME = 'RUNSTREAM';
+export const DEFAULT_SUBJECT_PREFIX = 'runstream';
+export const DEFAULT_STREAM_MAX_AGE_MS = 7 * 24 * 3600 * 1000;
+export const DEFAULT_DUPLICATE_WINDOW_MS = 2 * 60 * 1000;
+export const DEFAULT_MAX_CONTENT_BYTES = 256 * 1024;
+export const DEFAULT_MAX_EVENTS_PER_REQUEST = 5000;
+export const DEFAULT_MAX_GRPC_MESSAGE_BYTES = 64 * 1024 * 1024;
+export const DEFAULT_PERSIST_BATCH_MAX = 2000;
+export const DEFAULT_PERSIST_ACK_WAIT_MS = 30_000;
+export const DEFAULT_PG_POOL_SIZE = 8;
+export const DEFAULT_PERSISTED_ACK_TIMEOUT_MS = 30_000;
+export const DEFAULT_CATCHUP_PAGE_SIZE = 500;
+export const DEFAULT_WS_MAX_BUFFERED_BYTES = 16 * 1024 * 1024;
+export const DEFAULT_WS_MAX_PAYLOAD_BYTES = 64 * 1024;
+export const DEFAULT_WS_MAX_SUBSCRIPTIONS = 256;
+export const DEFAULT_WS_PING_INTERVAL_MS = 25_000;
+export const DEFAULT_SHUTDOWN_GRACE_MS = 10_000;
+
+export type Role = 'ingest' | 'persister' | 'fanout';
+export const ALL_ROLES: readonly Role[] = ['ingest', 'persister', 'fanout'];
+
+export interface Config {
+  /** Which pipeline stages this process runs. */
+  readonly roles: ReadonlySet<Role>;
+  readonly host: string;
+  readonly grpcPort: number;
+  readonly httpPort: number;
+  readonly natsUrl: string;
+  readonly databaseUrl: string;
+  /** JetStream stream holding the ingest log. */
+  readonly streamName: string;
+  /** First token of every NATS subject the broker uses. */
+  readonly subjectPrefix: string;
+  readonly streamMaxAgeMs: number;
+  readonly duplicateWindowMs: number;
+  readonly maxContentBytes: number;
+  readonly maxEventsPerRequest: number;
+  readonly maxGrpcMessageBytes: number;
+  readonly persistBatchMax: number;
+  readonly persistAckWaitMs: number;
+  readonly pgPoolSize: number;
+  readonly persistedAckTimeoutMs: number;
+  readonly catchupPageSize: number;
+  readonly wsMaxBufferedBytes: number;
+  readonly wsMaxPayloadBytes: number;
+  readonly wsMaxSubscriptions: number;
+  readonly wsPingIntervalMs: number;
+  readonly shutdownGraceMs: number;
+  readonly logLevel: string;
+}
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+  constructor(readonly problems: readonly string[]) {
+    super(`invalid configuration:\n  ${problems.join('\n  ')}`);
+  }
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/** Builds the config from an environment (default `process.env`), with overrides winning. */
+export function loadConfig(env: Env = process.env, overrides: Partial<Config> = {}): Config {
+  const problems: string[] = [];
+
+  const int = (name: string, fallback: number, min: number, max: number): number => {
+    const raw = env[name];
+    if (raw === undefined || raw === '') return fallback;
+    const value = Number(raw);
+    if (!Number.isInteger(value) || value < min || value > max) {
+      problems.push(`${name}=${JSON.stringify(raw)}: must be an integer in [${min}, ${max}]`);
+      return fallback;
+    }
+    return value;
+  };
+  const str = (name: string, fallback: string, pattern?: RegExp): string => {
+    const raw = env[name];
+    if (raw === undefined || raw === '') return fallback;
+    if (pattern && !pattern.test(raw)) {
+      problems.push(`${name}=${JSON.stringify(raw)}: must match ${pattern}`);
+      return fallback;
+    }
+    return raw;
+  };
+
+  const roles = new Set<Role>();
+  for (const part of str('RS_ROLES', ALL_ROLES.join(',')).split(',')) {
+    const role = part.trim();
+    if (role === '') continue;
+    if ((ALL_ROLES as readonly string[]).includes(role)) roles.add(role as Role);
+    else problems.push(`RS_ROLES: unknown role ${JSON.stringify(role)} (known: ${ALL_ROLES.join(', ')})`);
+  }
+  if (roles.size === 0 && !problems.some((p) => p.startsWith('RS_ROLES'))) {
+    problems.push('RS_ROLES: at least one role is required');
+  }
+
+  const config: Config = {
+    roles,
+    host: str('RS_HOST', '0.0.0.0'),
+    grpcPort: int('GRPC_PORT', DEFAULT_GRPC_PORT, 0, 65535),
+    httpPort: int('HTTP_PORT', DEFAULT_HTTP_PORT, 0, 65535),
+    natsUrl: str('NATS_URL', DEFAULT_NATS_URL),
+    databaseUrl: str('DATABASE_URL', DEFAULT_DATABASE_URL, /^postgres(ql)?:\/\//),
+    streamName: str('RS_STREAM', DEFAULT_STREAM_NAME, /^[A-Za-z0-9_-]{1,64}$/),
+    subjectPrefix: str('RS_SUBJECT_PREFIX', DEFAULT_SUBJECT_PREFIX, /^[A-Za-z0-9_-]{1,64}$/),
+    streamMaxAgeMs: int('RS_STREAM_MAX_AGE_MS', DEFAULT_STREAM_MAX_AGE_MS, 60_000, 2 ** 40),
+    duplicateWindowMs: int('RS_DUPLICATE_WINDOW_MS', DEFAULT_DUPLICATE_WINDOW_MS, 1000, 2 ** 40),
+    maxContentBytes: int('RS_MAX_CONTENT_BYTES', DEFAULT_MAX_CONTENT_BYTES, 1024, 64 * 1024 * 1024),
+    maxEventsPerRequest: int('RS_MAX_EVENTS_PER_REQUEST', DEFAULT_MAX_EVENTS_PER_REQUEST, 1, 1_000_000),
+    maxGrpcMessageBytes: int('RS_MAX_GRPC_MESSAGE_BYTES', DEFAULT_MAX_GRPC_MESSAGE_BYTES, 1024, 2 ** 31 - 1),
+    persistBatchMax: int('RS_PERSIST_BATCH_MAX', DEFAULT_PERSIST_BATCH_MAX, 1, 100_000),
+    persistAckWaitMs: int('RS_PERSIST_ACK_WAIT_MS', DEFAULT_PERSIST_ACK_WAIT_MS, 1000, 3_600_000),
+    pgPoolSize: int('RS_PG_POOL_SIZE', DEFAULT_PG_POOL_SIZE, 1, 1000),
+    persistedAckTimeoutMs: int(
+      'RS_PERSISTED_ACK_TIMEOUT_MS',
+      DEFAULT_PERSISTED_ACK_TIMEOUT_MS,
+      100,
+      3_600_000,
+    ),
+    catchupPageSize: int('RS_CATCHUP_PAGE_SIZE', DEFAULT_CATCHUP_PAGE_SIZE, 1, 100_000),
+    wsMaxBufferedBytes: int('RS_WS_MAX_BUFFERED_BYTES', DEFAULT_WS_MAX_BUFFERED_BYTES, 64 * 1024, 2 ** 31),
+    wsMaxPayloadBytes: int('RS_WS_MAX_PAYLOAD_BYTES', DEFAULT_WS_MAX_PAYLOAD_BYTES, 1024, 64 * 1024 * 1024),
+    wsMaxSubscriptions: int('RS_WS_MAX_SUBSCRIPTIONS', DEFAULT_WS_MAX_SUBSCRIPTIONS, 1, 1_000_000),
+    wsPingIntervalMs: int('RS_WS_PING_INTERVAL_MS', DEFAULT_WS_PING_INTERVAL_MS, 100, 3_600_000),
+    shutdownGraceMs: int('RS_SHUTDOWN_GRACE_MS', DEFAULT_SHUTDOWN_GRACE_MS, 0, 600_000),
+    logLevel: str('LOG_LEVEL', 'info', /^(fatal|error|warn|info|debug|trace|silent)$/),
+    ...overrides,
+  };
+  if (problems.length > 0) throw new ConfigError(problems);
+  return Object.freeze(config);
+}

@@ -1,0 +1,90 @@
+/**
+ * Named errors with stable codes, and the one table that maps each code to its
+ * gRPC status, HTTP status and WebSocket error-frame code.
+ */
+import { status as GrpcStatus } from '@grpc/grpc-js';
+
+export const ErrorCode = {
+  InvalidArgument: 'RS_ERR_INVALID_ARGUMENT',
+  NotFound: 'RS_ERR_NOT_FOUND',
+  CursorAhead: 'RS_ERR_CURSOR_AHEAD',
+  Unavailable: 'RS_ERR_UNAVAILABLE',
+  PersistTimeout: 'RS_ERR_PERSIST_TIMEOUT',
+  ResourceExhausted: 'RS_ERR_RESOURCE_EXHAUSTED',
+  SlowConsumer: 'RS_ERR_SLOW_CONSUMER',
+  Internal: 'RS_ERR_INTERNAL',
+} as const;
+export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
+
+interface Mapping {
+  readonly grpc: GrpcStatus;
+  readonly http: number;
+  /** The `code` of a WebSocket error frame. */
+  readonly ws: string;
+}
+
+export const ERROR_TABLE: Readonly<Record<ErrorCode, Mapping>> = {
+  RS_ERR_INVALID_ARGUMENT: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400, ws: 'invalid_argument' },
+  RS_ERR_NOT_FOUND: { grpc: GrpcStatus.NOT_FOUND, http: 404, ws: 'not_found' },
+  RS_ERR_CURSOR_AHEAD: { grpc: GrpcStatus.OUT_OF_RANGE, http: 416, ws: 'cursor_ahead' },
+  RS_ERR_UNAVAILABLE: { grpc: GrpcStatus.UNAVAILABLE, http: 503, ws: 'unavailable' },
+  RS_ERR_PERSIST_TIMEOUT: { grpc: GrpcStatus.DEADLINE_EXCEEDED, http: 504, ws: 'persist_timeout' },
+  RS_ERR_RESOURCE_EXHAUSTED: { grpc: GrpcStatus.RESOURCE_EXHAUSTED, http: 429, ws: 'resource_exhausted' },
+  RS_ERR_SLOW_CONSUMER: { grpc: GrpcStatus.RESOURCE_EXHAUSTED, http: 429, ws: 'slow_consumer' },
+  RS_ERR_INTERNAL: { grpc: GrpcStatus.INTERNAL, http: 500, ws: 'internal' },
+};
+
+/** Base class of every error the broker reports to a client. */
+export class RunstreamError extends Error {
+  override name = 'RunstreamError';
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+  get grpcStatus(): GrpcStatus {
+    return ERROR_TABLE[this.code].grpc;
+  }
+  get httpStatus(): number {
+    return ERROR_TABLE[this.code].http;
+  }
+  get wsCode(): string {
+    return ERROR_TABLE[this.code].ws;
+  }
+}
+
+/** Bad input; `field` is a path such as `events[3].content_json`. */
+export class InvalidArgumentError extends RunstreamError {
+  override name = 'InvalidArgumentError';
+  constructor(
+    readonly field: string,
+    problem: string,
+  ) {
+    super(ErrorCode.InvalidArgument, `${field}: ${problem}`);
+  }
+}
+
+export class UnavailableError extends RunstreamError {
+  override name = 'UnavailableError';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(ErrorCode.Unavailable, message, options);
+  }
+}
+
+/** Turns anything thrown into a {@link RunstreamError} safe to show a client. */
+export function toRunstreamError(err: unknown): RunstreamError {
+  if (err instanceof RunstreamError) return err;
+  if (isConnectionError(err)) {
+    return new UnavailableError('a backing service is unavailable; retry shortly', { cause: err });
+  }
+  return new RunstreamError(ErrorCode.Internal, 'internal error', { cause: err });
+}
+
+/** Network errors and Postgres' connection / shutdown SQLSTATEs (classes 08 and 57P). */
+function isConnectionError(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string') return /Connection terminated|not queryable/i.test(String(err));
+  return /^(ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|08...|57P0.)$/.test(code);
+}

@@ -1,0 +1,205 @@
+/**
+ * One WebSocket client: parses its frames, holds its subscriptions (many, to many
+ * threads), and owns its send queue. Errors are reported to the client as frames and
+ * logged; nothing a client sends can throw into the event loop.
+ */
+import type pg from 'pg';
+import type { WebSocket } from 'ws';
+import { InvalidArgumentError, RunstreamError, toRunstreamError, ErrorCode } from '../errors.js';
+import type { CommittedEvent } from '../log/announcements.js';
+import type { ThreadFeeds } from '../log/thread-feed.js';
+import type { Logger } from '../logger.js';
+import { ID_PATTERN } from '../ingest/validate.js';
+import { errorFrame, unsubscribedFrame } from './frames.js';
+import { type FrameSink, Subscription } from './subscription.js';
+
+/** Close codes (4000-4999 are the application's). Documented in docs/protocol.md. */
+export const CLOSE_SLOW_CONSUMER = 4008;
+export const CLOSE_GOING_AWAY = 1001;
+export const SUB_ID_MAX_LENGTH = 128;
+
+export interface ConnectionOptions {
+  readonly pool: pg.Pool;
+  readonly feeds: ThreadFeeds<CommittedEvent[]>;
+  readonly pageSize: number;
+  readonly maxSubscriptions: number;
+  /** Bytes queued for the socket past which the client is cut off as too slow. */
+  readonly maxBufferedBytes: number;
+  readonly log: Logger;
+}
+
+export class Connection implements FrameSink {
+  readonly #ws: WebSocket;
+  readonly #o: ConnectionOptions;
+  readonly #subs = new Map<string, Subscription>();
+  /** Bytes handed to ws and not yet written to the socket. */
+  #queuedBytes = 0;
+  #drainWaiters: (() => void)[] = [];
+  #closed = false;
+  alive = true;
+
+  constructor(ws: WebSocket, o: ConnectionOptions) {
+    this.#ws = ws;
+    this.#o = o;
+    ws.on('message', (data, isBinary) => this.#onMessage(data.toString(), isBinary));
+    ws.on('pong', () => {
+      this.alive = true;
+    });
+    ws.on('close', () => this.#onClose());
+    ws.on('error', (err) => o.log.debug({ err }, 'websocket error'));
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** Catch-up pauses while more than this is queued, so a replay never outruns the socket. */
+  get #lowWatermark(): number {
+    return Math.min(1024 * 1024, this.#o.maxBufferedBytes / 4);
+  }
+
+  send(frame: string): boolean {
+    if (this.#closed) return false;
+    const bytes = Buffer.byteLength(frame);
+    if (this.#queuedBytes + bytes > this.#o.maxBufferedBytes) {
+      this.#cutOffSlowConsumer();
+      return false;
+    }
+    this.#queuedBytes += bytes;
+    this.#ws.send(frame, () => {
+      this.#queuedBytes -= bytes;
+      if (this.#queuedBytes <= this.#lowWatermark && this.#drainWaiters.length > 0) {
+        const waiters = this.#drainWaiters;
+        this.#drainWaiters = [];
+        for (const w of waiters) w();
+      }
+    });
+    return true;
+  }
+
+  drained(): Promise<void> {
+    if (this.#closed || this.#queuedBytes <= this.#lowWatermark) return Promise.resolve();
+    return new Promise((resolve) => this.#drainWaiters.push(resolve));
+  }
+
+  /** Tells the client where each subscription stopped, then closes: it resumes from there. */
+  #cutOffSlowConsumer(): void {
+    const cursors = Object.fromEntries([...this.#subs.values()].map((s) => [s.id, s.cursor]));
+    const frame = errorFrame(null, 'slow_consumer', 'send queue limit exceeded; resubscribe from the given seqs', {
+      cursors,
+    });
+    this.#ws.send(frame);
+    this.#o.log.info({ queuedBytes: this.#queuedBytes, cursors }, 'cut off slow consumer');
+    this.#ws.close(CLOSE_SLOW_CONSUMER, 'slow consumer');
+    this.#onClose();
+  }
+
+  #onMessage(text: string, isBinary: boolean): void {
+    let subId: string | null = null;
+    try {
+      if (isBinary) throw new InvalidArgumentError('frame', 'must be a JSON text frame');
+      let msg: Record<string, unknown>;
+      try {
+        msg = JSON.parse(text) as Record<string, unknown>;
+      } catch {
+        throw new InvalidArgumentError('frame', 'is not valid JSON');
+      }
+      if (msg === null || typeof msg !== 'object' || Array.isArray(msg)) {
+        throw new InvalidArgumentError('frame', 'must be a JSON object');
+      }
+      if (typeof msg.id === 'string') subId = msg.id;
+      switch (msg.type) {
+        case 'subscribe':
+          this.#subscribe(msg);
+          return;
+        case 'unsubscribe':
+          this.#unsubscribe(msg);
+          return;
+        default:
+          throw new InvalidArgumentError('type', `must be "subscribe" or "unsubscribe" (got ${JSON.stringify(msg.type)})`);
+      }
+    } catch (err) {
+      const e = toRunstreamError(err);
+      this.send(errorFrame(subId, e.wsCode, e.message));
+    }
+  }
+
+  #subscribe(msg: Record<string, unknown>): void {
+    const id = requireSubId(msg.id);
+    if (typeof msg.thread_id !== 'string' || !ID_PATTERN.test(msg.thread_id)) {
+      throw new InvalidArgumentError('thread_id', 'is required and must match [A-Za-z0-9_-]{1,128}');
+    }
+    let afterSeq = 0;
+    if (msg.after_seq !== undefined && msg.after_seq !== null) {
+      if (typeof msg.after_seq !== 'number' || !Number.isSafeInteger(msg.after_seq) || msg.after_seq < 0) {
+        throw new InvalidArgumentError('after_seq', 'must be a non-negative integer');
+      }
+      afterSeq = msg.after_seq;
+    }
+    if (this.#subs.has(id)) {
+      throw new InvalidArgumentError('id', `subscription ${JSON.stringify(id)} already exists on this connection`);
+    }
+    if (this.#subs.size >= this.#o.maxSubscriptions) {
+      throw new RunstreamError(
+        ErrorCode.ResourceExhausted,
+        `at most ${this.#o.maxSubscriptions} subscriptions per connection`,
+      );
+    }
+    const sub = new Subscription({
+      id,
+      threadId: msg.thread_id,
+      afterSeq,
+      sink: this,
+      pool: this.#o.pool,
+      feeds: this.#o.feeds,
+      pageSize: this.#o.pageSize,
+      log: this.#o.log,
+      onClose: (s) => {
+        if (this.#subs.get(s.id) === s) this.#subs.delete(s.id);
+      },
+    });
+    this.#subs.set(id, sub);
+    void sub.start();
+  }
+
+  #unsubscribe(msg: Record<string, unknown>): void {
+    const id = requireSubId(msg.id);
+    const sub = this.#subs.get(id);
+    if (!sub) throw new RunstreamError(ErrorCode.NotFound, `no subscription ${JSON.stringify(id)} on this connection`);
+    sub.close();
+    this.send(unsubscribedFrame(id, sub.cursor));
+  }
+
+  /** Heartbeat: a peer that did not answer the last ping is gone. */
+  ping(): void {
+    if (!this.alive) {
+      this.#ws.terminate();
+      this.#onClose();
+      return;
+    }
+    this.alive = false;
+    this.#ws.ping();
+  }
+
+  close(code = CLOSE_GOING_AWAY, reason = 'server shutting down'): void {
+    this.#ws.close(code, reason);
+    this.#onClose();
+  }
+
+  #onClose(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const sub of [...this.#subs.values()]) sub.close();
+    this.#subs.clear();
+    const waiters = this.#drainWaiters;
+    this.#drainWaiters = [];
+    for (const w of waiters) w();
+  }
+}
+
+function requireSubId(id: unknown): string {
+  if (typeof id !== 'string' || id.length === 0 || id.length > SUB_ID_MAX_LENGTH) {
+    throw new InvalidArgumentError('id', `is required: a string of 1-${SUB_ID_MAX_LENGTH} characters`);
+  }
+  return id;
+}

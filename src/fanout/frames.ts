@@ -1,0 +1,21 @@
+/**
+ * WebSocket frames, server → client. Event frames embed the event's JSON text as
+ * serialised once by the persister (or the catch-up query); only the envelope is built
+ * per subscriber.
+ */
+
+export function eventFrame(subId: string, eventJson: string): string {
+  return `{"type":"event","id":${JSON.stringify(subId)},"event":${eventJson}}`;
+}
+
+export function liveFrame(subId: string, seq: number): string {
+  return `{"type":"live","id":${JSON.stringify(subId)},"seq":${seq}}`;
+}
+
+export function errorFrame(subId: string | null, code: string, message: string, extra?: object): string {
+  return JSON.stringify({ type: 'error', id: subId, code, message, ...extra });
+}
+
+export function unsubscribedFrame(subId: string, seq: number): string {
+  return `{"type":"unsubscribed","id":${JSON.stringify(subId)},"seq":${seq}}`;
+}

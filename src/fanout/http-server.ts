@@ -1,0 +1,156 @@
+/**
+ * The HTTP port: WebSocket upgrades on `/v1/ws`, the history read endpoint, and
+ * health/readiness probes.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type pg from 'pg';
+import { WebSocketServer } from 'ws';
+import { InvalidArgumentError, toRunstreamError } from '../errors.js';
+import { eventJson } from '../event.js';
+import type { CommittedEvent } from '../log/announcements.js';
+import type { ThreadFeeds } from '../log/thread-feed.js';
+import type { Logger } from '../logger.js';
+import { ID_PATTERN } from '../ingest/validate.js';
+import { listEventsAfter } from '../persist/queries.js';
+import { Connection } from './connection.js';
+
+export const WS_PATH = '/v1/ws';
+export const DEFAULT_PAGE_LIMIT = 100;
+export const MAX_PAGE_LIMIT = 1000;
+
+export interface HttpServerOptions {
+  readonly host: string;
+  readonly port: number;
+  readonly pool: pg.Pool;
+  /** Absent on a node that does not run fan-out: no WebSocket endpoint then. */
+  readonly feeds: ThreadFeeds<CommittedEvent[]> | undefined;
+  readonly pageSize: number;
+  readonly maxSubscriptions: number;
+  readonly maxBufferedBytes: number;
+  readonly maxPayloadBytes: number;
+  readonly pingIntervalMs: number;
+  /** Readiness: every dependency this node needs is reachable. */
+  readonly ready: () => Promise<boolean>;
+  readonly log: Logger;
+}
+
+export class HttpServer implements AsyncDisposable {
+  readonly #o: HttpServerOptions;
+  readonly #server: Server;
+  readonly #wss: WebSocketServer;
+  readonly #connections = new Set<Connection>();
+  #pinger: NodeJS.Timeout | undefined;
+  #closed = false;
+
+  constructor(o: HttpServerOptions) {
+    this.#o = o;
+    this.#server = createServer((req, res) => {
+      this.#route(req, res).catch((err: unknown) => {
+        o.log.error({ err }, 'http handler failed');
+        if (!res.headersSent) sendJson(res, 500, { error: { code: 'internal', message: 'internal error' } });
+      });
+    });
+    this.#wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload: o.maxPayloadBytes });
+    this.#server.on('upgrade', (req, socket, head) => {
+      const path = (req.url ?? '').split('?')[0];
+      if (path !== WS_PATH || !o.feeds || this.#closed) {
+        socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n');
+        return;
+      }
+      this.#wss.handleUpgrade(req, socket, head, (ws) => {
+        const feeds = o.feeds as ThreadFeeds<CommittedEvent[]>;
+        const conn = new Connection(ws, {
+          pool: o.pool,
+          feeds,
+          pageSize: o.pageSize,
+          maxSubscriptions: o.maxSubscriptions,
+          maxBufferedBytes: o.maxBufferedBytes,
+          log: o.log,
+        });
+        this.#connections.add(conn);
+        ws.on('close', () => this.#connections.delete(conn));
+      });
+    });
+  }
+
+  async start(): Promise<void> {
+    await new Promise<void>((resolve, reject) => {
+      this.#server.once('error', reject);
+      this.#server.listen(this.#o.port, this.#o.host, () => {
+        this.#server.off('error', reject);
+        resolve();
+      });
+    });
+    this.#pinger = setInterval(() => {
+      for (const c of this.#connections) c.ping();
+    }, this.#o.pingIntervalMs);
+    this.#pinger.unref();
+  }
+
+  get port(): number {
+    return (this.#server.address() as AddressInfo).port;
+  }
+
+  get connectionCount(): number {
+    return this.#connections.size;
+  }
+
+  async #route(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    if (url.pathname === '/healthz') return sendJson(res, 200, { status: 'ok' });
+    if (url.pathname === '/readyz') {
+      const ready = !this.#closed && (await this.#o.ready().catch(() => false));
+      return sendJson(res, ready ? 200 : 503, { status: ready ? 'ready' : 'not ready' });
+    }
+    const m = /^\/v1\/threads\/([^/]+)\/events$/.exec(url.pathname);
+    if (m && req.method === 'GET') return this.#listEvents(decodeURIComponent(m[1] as string), url, res);
+    if (m) return sendJson(res, 405, { error: { code: 'method_not_allowed', message: `${req.method} not allowed` } });
+    sendJson(res, 404, { error: { code: 'not_found', message: `no route for ${url.pathname}` } });
+  }
+
+  async #listEvents(threadId: string, url: URL, res: ServerResponse): Promise<void> {
+    try {
+      if (!ID_PATTERN.test(threadId)) throw new InvalidArgumentError('thread_id', 'must match [A-Za-z0-9_-]{1,128}');
+      const afterSeq = intParam(url, 'after_seq', 0, 0, Number.MAX_SAFE_INTEGER);
+      const limit = intParam(url, 'limit', DEFAULT_PAGE_LIMIT, 1, MAX_PAGE_LIMIT);
+      const events = await listEventsAfter(this.#o.pool, threadId, afterSeq, limit);
+      const next = events.length > 0 ? (events[events.length - 1]?.seq ?? afterSeq) : afterSeq;
+      const body = `{"events":[${events.map(eventJson).join(',')}],"next_after_seq":${next}}`;
+      res.writeHead(200, { 'content-type': 'application/json; charset=utf-8' }).end(body);
+    } catch (err) {
+      const e = toRunstreamError(err);
+      sendJson(res, e.httpStatus, { error: { code: e.wsCode, message: e.message } });
+    }
+  }
+
+  /** Stops accepting, tells every WebSocket client, and closes. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    clearInterval(this.#pinger);
+    for (const c of this.#connections) c.close();
+    this.#connections.clear();
+    this.#server.closeAllConnections();
+    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+    await new Promise<void>((resolve) => this.#wss.close(() => resolve()));
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+}
+
+function intParam(url: URL, name: string, fallback: number, min: number, max: number): number {
+  const raw = url.searchParams.get(name);
+  if (raw === null || raw === '') return fallback;
+  const n = Number(raw);
+  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(n) || n < min || n > max) {
+    throw new InvalidArgumentError(name, `must be an integer in [${min}, ${max}]`);
+  }
+  return n;
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8' }).end(JSON.stringify(body));
+}

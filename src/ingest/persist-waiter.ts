@@ -1,0 +1,122 @@
+/**
+ * PERSISTED acks: waits until Postgres has committed each event of a request.
+ *
+ * Interest in the threads' commit receipts is registered *before* the events are
+ * published, so no receipt can be missed. An event JetStream reports as a duplicate may
+ * have been committed long ago (no receipt will come), so those are looked up in
+ * Postgres, again after the listener is in place: each is found there or announced later.
+ */
+import type { PubAck } from '@nats-io/jetstream';
+import type pg from 'pg';
+import { ErrorCode, RunstreamError } from '../errors.js';
+import type { LogRecord } from '../event.js';
+import type { ThreadFeeds } from '../log/thread-feed.js';
+import { findEvents } from '../persist/queries.js';
+import type { Receipt } from '../persist/seq-assigner.js';
+import type { EventAck } from '../gen/runstream/v1/EventAck.js';
+
+export class PersistWaiter {
+  constructor(
+    private readonly feeds: ThreadFeeds<Receipt[]>,
+    private readonly pool: pg.Pool,
+    private readonly timeoutMs: number,
+  ) {}
+
+  /** Starts listening for the records' receipts; call before publishing them. */
+  async prepare(records: readonly LogRecord[]): Promise<PendingPersist> {
+    const pending = new PendingPersist(records, this.pool, this.timeoutMs);
+    const threads = new Set(records.map((r) => r.thread_id));
+    try {
+      for (const t of threads) {
+        pending.unlisteners.push(await this.feeds.listen(t, (receipts) => pending.onReceipts(t, receipts)));
+      }
+    } catch (err) {
+      pending.dispose();
+      throw err;
+    }
+    return pending;
+  }
+}
+
+export class PendingPersist implements Disposable {
+  readonly unlisteners: (() => void)[] = [];
+  /** thread \0 event_id → indexes of the request's events with that id. */
+  readonly #waiting = new Map<string, number[]>();
+  readonly #receipts: (Receipt | undefined)[];
+  #missing: number;
+  #done: (() => void) | undefined;
+
+  constructor(
+    private readonly records: readonly LogRecord[],
+    private readonly pool: pg.Pool,
+    private readonly timeoutMs: number,
+  ) {
+    this.#receipts = new Array(records.length);
+    this.#missing = records.length;
+    records.forEach((r, i) => {
+      const key = `${r.thread_id}\0${r.event_id}`;
+      const list = this.#waiting.get(key);
+      if (list) list.push(i);
+      else this.#waiting.set(key, [i]);
+    });
+  }
+
+  onReceipts(threadId: string, receipts: readonly Receipt[]): void {
+    for (const r of receipts) this.#resolve(threadId, r);
+  }
+
+  #resolve(threadId: string, r: Receipt): void {
+    const key = `${threadId}\0${r.event_id}`;
+    const indexes = this.#waiting.get(key);
+    if (!indexes) return;
+    this.#waiting.delete(key);
+    for (const i of indexes) this.#receipts[i] = r;
+    this.#missing -= indexes.length;
+    if (this.#missing === 0) this.#done?.();
+  }
+
+  /** Resolves with one ack per record once all are committed, or fails after the timeout. */
+  async wait(pubAcks: readonly PubAck[]): Promise<EventAck[]> {
+    const dupThreads = new Map<string, string[]>();
+    pubAcks.forEach((a, i) => {
+      const r = this.records[i] as LogRecord;
+      if (a.duplicate) dupThreads.set(r.thread_id, [...(dupThreads.get(r.thread_id) ?? []), r.event_id]);
+    });
+    for (const [threadId, ids] of dupThreads) {
+      const found = await findEvents(this.pool, threadId, ids);
+      for (const [event_id, v] of found) this.#resolve(threadId, { event_id, ...v });
+    }
+    if (this.#missing > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      try {
+        await new Promise<void>((resolve, reject) => {
+          this.#done = resolve;
+          timer = setTimeout(() => {
+            reject(
+              new RunstreamError(
+                ErrorCode.PersistTimeout,
+                `${this.#missing} of ${this.records.length} events were accepted into the log but not yet ` +
+                  `committed after ${this.timeoutMs} ms; they will be. Publish them again with the same ` +
+                  'event_ids to learn their seqs.',
+              ),
+            );
+          }, this.timeoutMs);
+        });
+      } finally {
+        clearTimeout(timer);
+      }
+    }
+    return pubAcks.map((a, i) => {
+      const r = this.#receipts[i] as Receipt;
+      return { event_id: r.event_id, duplicate: a.duplicate || r.offset !== a.seq, seq: r.seq, offset: r.offset };
+    });
+  }
+
+  dispose(): void {
+    for (const u of this.unlisteners.splice(0)) u();
+  }
+
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+}

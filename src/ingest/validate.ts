@@ -1,0 +1,154 @@
+/**
+ * Validation of producer input. Every field is checked before anything is published;
+ * the first problem found is reported with its path (`events[3].content_json`), and the
+ * request is refused whole.
+ */
+import { v7 as uuidv7 } from 'uuid';
+import { CATEGORY_NUMBER, type CategoryName, type LogRecord } from '../event.js';
+import { InvalidArgumentError } from '../errors.js';
+import type { Event__Output } from '../gen/runstream/v1/Event.js';
+
+/** Thread, run, event and user ids: safe as NATS subject tokens, URL segments and SQL text. */
+export const ID_PATTERN = /^[A-Za-z0-9_-]{1,128}$/;
+/** Event types: short, printable ASCII, no spaces. */
+export const EVENT_TYPE_PATTERN = /^[\x21-\x7e]{1,64}$/;
+
+export interface ValidationLimits {
+  readonly maxContentBytes: number;
+  readonly maxEventsPerRequest: number;
+}
+
+const CATEGORY_BY_ENUM: Readonly<Record<string, CategoryName>> = {
+  MESSAGE: 'message',
+  TRACE: 'trace',
+  LIFECYCLE: 'lifecycle',
+};
+
+/** Validates a whole request's events and turns them into log records, or throws. */
+export function validateEvents(
+  events: readonly Event__Output[],
+  limits: ValidationLimits,
+  now: Date = new Date(),
+): LogRecord[] {
+  if (events.length === 0) throw new InvalidArgumentError('events', 'at least one event is required');
+  if (events.length > limits.maxEventsPerRequest) {
+    throw new InvalidArgumentError(
+      'events',
+      `${events.length} events in one request; the limit is ${limits.maxEventsPerRequest}`,
+    );
+  }
+  const records: LogRecord[] = new Array(events.length);
+  const receivedAt = now.toISOString();
+  for (let i = 0; i < events.length; i++) {
+    records[i] = validateEvent(events[i] as Event__Output, `events[${i}]`, limits, receivedAt);
+  }
+  return records;
+}
+
+function validateEvent(
+  e: Event__Output,
+  path: string,
+  limits: ValidationLimits,
+  receivedAt: string,
+): LogRecord {
+  checkId(e.thread_id, `${path}.thread_id`, true);
+  checkId(e.run_id, `${path}.run_id`, true);
+  checkId(e.event_id, `${path}.event_id`, false);
+  checkId(e.user_id, `${path}.user_id`, false);
+  if (!EVENT_TYPE_PATTERN.test(e.event_type)) {
+    throw new InvalidArgumentError(
+      `${path}.event_type`,
+      e.event_type === '' ? 'is required' : 'must be 1-64 printable ASCII characters without spaces',
+    );
+  }
+  const category = CATEGORY_BY_ENUM[e.category as string];
+  if (category === undefined || CATEGORY_NUMBER[category] === undefined) {
+    throw new InvalidArgumentError(
+      `${path}.category`,
+      `must be MESSAGE, TRACE or LIFECYCLE (got ${String(e.category)})`,
+    );
+  }
+  if (e.seq !== 0) throw new InvalidArgumentError(`${path}.seq`, 'is assigned by the broker; leave it 0');
+  if (e.offset !== 0) throw new InvalidArgumentError(`${path}.offset`, 'is assigned by the broker; leave it 0');
+
+  const contentBytes = Buffer.byteLength(e.content_json, 'utf8');
+  if (contentBytes > limits.maxContentBytes) {
+    throw new InvalidArgumentError(
+      `${path}.content_json`,
+      `is ${contentBytes} bytes; the limit is ${limits.maxContentBytes}`,
+    );
+  }
+  checkJson(e.content_json, `${path}.content_json`, false);
+  const metadataJson = e.metadata_json === '' ? '{}' : e.metadata_json;
+  if (Buffer.byteLength(metadataJson, 'utf8') > limits.maxContentBytes) {
+    throw new InvalidArgumentError(`${path}.metadata_json`, `is larger than ${limits.maxContentBytes} bytes`);
+  }
+  checkJson(metadataJson, `${path}.metadata_json`, true);
+
+  return {
+    thread_id: e.thread_id,
+    run_id: e.run_id,
+    event_id: e.event_id === '' ? uuidv7() : e.event_id,
+    event_type: e.event_type,
+    category,
+    user_id: e.user_id,
+    created_at: e.created_at ? timestampToIso(e.created_at, `${path}.created_at`) : receivedAt,
+    content_json: e.content_json,
+    metadata_json: metadataJson,
+  };
+}
+
+function checkId(value: string, field: string, required: boolean): void {
+  if (value === '') {
+    if (required) throw new InvalidArgumentError(field, 'is required');
+    return;
+  }
+  if (!ID_PATTERN.test(value)) {
+    throw new InvalidArgumentError(field, 'must match [A-Za-z0-9_-]{1,128}');
+  }
+}
+
+/**
+ * JSON.parse already refuses NaN, Infinity, trailing garbage and raw control
+ * characters. What it accepts but Postgres cannot hold in text is refused here too: a
+ * NUL character and a lone UTF-16 surrogate (both only reachable through `\u` escapes).
+ */
+function checkJson(text: string, field: string, mustBeObject: boolean): void {
+  if (text === '') throw new InvalidArgumentError(field, 'is required (any JSON value, e.g. null)');
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw new InvalidArgumentError(field, `is not valid JSON (${(err as Error).message})`);
+  }
+  if (mustBeObject && (value === null || typeof value !== 'object' || Array.isArray(value))) {
+    throw new InvalidArgumentError(field, 'must be a JSON object');
+  }
+  if (text.includes('\\u') && !storableStrings(value)) {
+    throw new InvalidArgumentError(field, 'contains a \\u0000 character or a lone surrogate, which cannot be stored');
+  }
+}
+
+function storableStrings(value: unknown): boolean {
+  if (typeof value === 'string') return value.isWellFormed() && !value.includes('\0');
+  if (value === null || typeof value !== 'object') return true;
+  if (Array.isArray(value)) return value.every(storableStrings);
+  for (const [k, v] of Object.entries(value)) {
+    if (!storableStrings(k) || !storableStrings(v)) return false;
+  }
+  return true;
+}
+
+const MIN_TIMESTAMP_S = Date.UTC(1970, 0, 1) / 1000;
+const MAX_TIMESTAMP_S = Date.UTC(9999, 11, 31) / 1000;
+
+function timestampToIso(ts: { seconds: number | string; nanos: number }, field: string): string {
+  const seconds = Number(ts.seconds);
+  if (!Number.isFinite(seconds) || seconds < MIN_TIMESTAMP_S || seconds > MAX_TIMESTAMP_S) {
+    throw new InvalidArgumentError(field, 'seconds must be between 1970 and 9999');
+  }
+  if (!Number.isInteger(ts.nanos) || ts.nanos < 0 || ts.nanos > 999_999_999) {
+    throw new InvalidArgumentError(field, 'nanos must be in [0, 999999999]');
+  }
+  return new Date(seconds * 1000 + Math.floor(ts.nanos / 1e6)).toISOString();
+}

@@ -1,0 +1,27 @@
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import type { Logger } from '../logger.js';
+
+export const NATS_RECONNECT_WAIT_MS = 250;
+
+/**
+ * Connects to NATS and keeps reconnecting forever: a NATS restart pauses the broker,
+ * it does not end it.
+ */
+export async function connectNats(url: string, name: string, log: Logger): Promise<NatsConnection> {
+  const nc = await connect({
+    servers: url.split(','),
+    name,
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: NATS_RECONNECT_WAIT_MS,
+    waitOnFirstConnect: true,
+    pingInterval: 10_000,
+  });
+  void (async () => {
+    for await (const s of nc.status()) {
+      if (s.type === 'disconnect' || s.type === 'reconnect' || s.type === 'error') {
+        log.warn({ nats: s.type, server: 'server' in s ? s.server : undefined }, `nats ${s.type}`);
+      }
+    }
+  })();
+  return nc;
+}

@@ -1,0 +1,55 @@
+/**
+ * Applies the numbered SQL files in `sql/migrations/` once each, in order, at start-up.
+ * A session advisory lock makes it safe when several broker processes start together.
+ */
+import { readdir, readFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import type pg from 'pg';
+import type { Logger } from '../logger.js';
+
+export const MIGRATIONS_DIR = fileURLToPath(new URL('../../../sql/migrations/', import.meta.url));
+/** Arbitrary constant key of the migration lock ("rs-migr" in ASCII). */
+export const MIGRATION_LOCK_KEY = '8319675174349940338';
+
+export async function migrate(pool: pg.Pool, log: Logger, dir: string = MIGRATIONS_DIR): Promise<number> {
+  const files = (await readdir(dir)).filter((f) => /^\d{4}_[\w-]+\.sql$/.test(f)).sort();
+  const client = await pool.connect();
+  let applied = 0;
+  try {
+    await client.query('SELECT pg_advisory_lock($1::bigint)', [MIGRATION_LOCK_KEY]);
+    try {
+      await client.query(
+        `CREATE TABLE IF NOT EXISTS runstream_migrations (
+           version    text        PRIMARY KEY,
+           applied_at timestamptz NOT NULL DEFAULT now()
+         )`,
+      );
+      const done = new Set(
+        (await client.query<{ version: string }>('SELECT version FROM runstream_migrations')).rows.map(
+          (r) => r.version,
+        ),
+      );
+      for (const file of files) {
+        const version = file.slice(0, 4);
+        if (done.has(version)) continue;
+        const sql = await readFile(`${dir}/${file}`, 'utf8');
+        await client.query('BEGIN');
+        try {
+          await client.query(sql);
+          await client.query('INSERT INTO runstream_migrations (version) VALUES ($1)', [version]);
+          await client.query('COMMIT');
+        } catch (err) {
+          await client.query('ROLLBACK');
+          throw new Error(`migration ${file} failed: ${(err as Error).message}`, { cause: err });
+        }
+        applied++;
+        log.info({ migration: file }, 'applied migration');
+      }
+    } finally {
+      await client.query('SELECT pg_advisory_unlock($1::bigint)', [MIGRATION_LOCK_KEY]);
+    }
+  } finally {
+    client.release();
+  }
+  return applied;
+}

@@ -1,0 +1,28 @@
+/** Loads the wire contract from `proto/` (the source of truth) at run time. */
+import { fileURLToPath } from 'node:url';
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+import type { ProtoGrpcType } from './gen/runstream.js';
+
+export const PROTO_DIR = fileURLToPath(new URL('../../proto/', import.meta.url));
+export const PROTO_FILE = 'runstream/v1/runstream.proto';
+
+export const PROTO_LOADER_OPTIONS: protoLoader.Options = {
+  keepCase: true,
+  longs: Number,
+  enums: String,
+  defaults: true,
+  oneofs: true,
+  includeDirs: [PROTO_DIR],
+};
+
+let cached: { packageDefinition: protoLoader.PackageDefinition; proto: ProtoGrpcType } | undefined;
+
+export function loadProto(): { packageDefinition: protoLoader.PackageDefinition; proto: ProtoGrpcType } {
+  if (!cached) {
+    const packageDefinition = protoLoader.loadSync(PROTO_FILE, PROTO_LOADER_OPTIONS);
+    const proto = grpc.loadPackageDefinition(packageDefinition) as unknown as ProtoGrpcType;
+    cached = { packageDefinition, proto };
+  }
+  return cached;
+}
