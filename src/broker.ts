@@ -124,7 +124,12 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
     }
 
     log.info(
-      { roles: [...config.roles], grpcPort: ingest?.port ?? 0, httpPort: http.port, stream: config.streamName },
+      {
+        roles: [...config.roles],
+        grpcPort: ingest?.port ?? 0,
+        httpPort: http.port,
+        stream: config.streamName,
+      },
       'runstream started',
     );
     let closing: Promise<void> | undefined;

@@ -5,11 +5,11 @@
  */
 import type pg from 'pg';
 import type { WebSocket } from 'ws';
-import { InvalidArgumentError, RunstreamError, toRunstreamError, ErrorCode } from '../errors.js';
+import { ErrorCode, InvalidArgumentError, RunstreamError, toRunstreamError } from '../errors.js';
+import { ID_PATTERN } from '../ingest/validate.js';
 import type { CommittedEvent } from '../log/announcements.js';
 import type { ThreadFeeds } from '../log/thread-feed.js';
 import type { Logger } from '../logger.js';
-import { ID_PATTERN } from '../ingest/validate.js';
 import { errorFrame, unsubscribedFrame } from './frames.js';
 import { type FrameSink, Subscription } from './subscription.js';
 
@@ -85,9 +85,14 @@ export class Connection implements FrameSink {
   /** Tells the client where each subscription stopped, then closes: it resumes from there. */
   #cutOffSlowConsumer(): void {
     const cursors = Object.fromEntries([...this.#subs.values()].map((s) => [s.id, s.cursor]));
-    const frame = errorFrame(null, 'slow_consumer', 'send queue limit exceeded; resubscribe from the given seqs', {
-      cursors,
-    });
+    const frame = errorFrame(
+      null,
+      'slow_consumer',
+      'send queue limit exceeded; resubscribe from the given seqs',
+      {
+        cursors,
+      },
+    );
     this.#ws.send(frame);
     this.#o.log.info({ queuedBytes: this.#queuedBytes, cursors }, 'cut off slow consumer');
     this.#ws.close(CLOSE_SLOW_CONSUMER, 'slow consumer');
@@ -116,7 +121,10 @@ export class Connection implements FrameSink {
           this.#unsubscribe(msg);
           return;
         default:
-          throw new InvalidArgumentError('type', `must be "subscribe" or "unsubscribe" (got ${JSON.stringify(msg.type)})`);
+          throw new InvalidArgumentError(
+            'type',
+            `must be "subscribe" or "unsubscribe" (got ${JSON.stringify(msg.type)})`,
+          );
       }
     } catch (err) {
       const e = toRunstreamError(err);
@@ -137,7 +145,10 @@ export class Connection implements FrameSink {
       afterSeq = msg.after_seq;
     }
     if (this.#subs.has(id)) {
-      throw new InvalidArgumentError('id', `subscription ${JSON.stringify(id)} already exists on this connection`);
+      throw new InvalidArgumentError(
+        'id',
+        `subscription ${JSON.stringify(id)} already exists on this connection`,
+      );
     }
     if (this.#subs.size >= this.#o.maxSubscriptions) {
       throw new RunstreamError(
@@ -165,7 +176,11 @@ export class Connection implements FrameSink {
   #unsubscribe(msg: Record<string, unknown>): void {
     const id = requireSubId(msg.id);
     const sub = this.#subs.get(id);
-    if (!sub) throw new RunstreamError(ErrorCode.NotFound, `no subscription ${JSON.stringify(id)} on this connection`);
+    if (!sub)
+      throw new RunstreamError(
+        ErrorCode.NotFound,
+        `no subscription ${JSON.stringify(id)} on this connection`,
+      );
     sub.close();
     this.send(unsubscribedFrame(id, sub.cursor));
   }

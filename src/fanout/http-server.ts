@@ -8,10 +8,10 @@ import type pg from 'pg';
 import { WebSocketServer } from 'ws';
 import { InvalidArgumentError, toRunstreamError } from '../errors.js';
 import { eventJson } from '../event.js';
+import { ID_PATTERN } from '../ingest/validate.js';
 import type { CommittedEvent } from '../log/announcements.js';
 import type { ThreadFeeds } from '../log/thread-feed.js';
 import type { Logger } from '../logger.js';
-import { ID_PATTERN } from '../ingest/validate.js';
 import { listEventsAfter } from '../persist/queries.js';
 import { Connection } from './connection.js';
 
@@ -51,7 +51,11 @@ export class HttpServer implements AsyncDisposable {
         if (!res.headersSent) sendJson(res, 500, { error: { code: 'internal', message: 'internal error' } });
       });
     });
-    this.#wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload: o.maxPayloadBytes });
+    this.#wss = new WebSocketServer({
+      noServer: true,
+      perMessageDeflate: false,
+      maxPayload: o.maxPayloadBytes,
+    });
     this.#server.on('upgrade', (req, socket, head) => {
       const path = (req.url ?? '').split('?')[0];
       if (path !== WS_PATH || !o.feeds || this.#closed) {
@@ -105,13 +109,17 @@ export class HttpServer implements AsyncDisposable {
     }
     const m = /^\/v1\/threads\/([^/]+)\/events$/.exec(url.pathname);
     if (m && req.method === 'GET') return this.#listEvents(decodeURIComponent(m[1] as string), url, res);
-    if (m) return sendJson(res, 405, { error: { code: 'method_not_allowed', message: `${req.method} not allowed` } });
+    if (m)
+      return sendJson(res, 405, {
+        error: { code: 'method_not_allowed', message: `${req.method} not allowed` },
+      });
     sendJson(res, 404, { error: { code: 'not_found', message: `no route for ${url.pathname}` } });
   }
 
   async #listEvents(threadId: string, url: URL, res: ServerResponse): Promise<void> {
     try {
-      if (!ID_PATTERN.test(threadId)) throw new InvalidArgumentError('thread_id', 'must match [A-Za-z0-9_-]{1,128}');
+      if (!ID_PATTERN.test(threadId))
+        throw new InvalidArgumentError('thread_id', 'must match [A-Za-z0-9_-]{1,128}');
       const afterSeq = intParam(url, 'after_seq', 0, 0, Number.MAX_SAFE_INTEGER);
       const limit = intParam(url, 'limit', DEFAULT_PAGE_LIMIT, 1, MAX_PAGE_LIMIT);
       const events = await listEventsAfter(this.#o.pool, threadId, afterSeq, limit);

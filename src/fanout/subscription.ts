@@ -9,11 +9,11 @@
  */
 import type pg from 'pg';
 import { ErrorCode, RunstreamError, toRunstreamError } from '../errors.js';
+import { eventJson } from '../event.js';
 import type { CommittedEvent } from '../log/announcements.js';
 import type { ThreadFeeds } from '../log/thread-feed.js';
 import type { Logger } from '../logger.js';
 import { headSeq, listEventsAfter } from '../persist/queries.js';
-import { eventJson } from '../event.js';
 import { errorFrame, eventFrame, liveFrame } from './frames.js';
 
 /** Where a subscription writes its frames; the connection's send queue. */
@@ -95,7 +95,10 @@ export class Subscription {
       const page = await listEventsAfter(pool, this.threadId, this.cursor, pageSize);
       for (const e of page) {
         if (e.seq !== this.cursor + 1) {
-          throw new RunstreamError(ErrorCode.Internal, `seq ${this.cursor + 1} of ${this.threadId} is missing`);
+          throw new RunstreamError(
+            ErrorCode.Internal,
+            `seq ${this.cursor + 1} of ${this.threadId} is missing`,
+          );
         }
         sink.send(eventFrame(this.id, eventJson(e)));
         this.cursor = e.seq;

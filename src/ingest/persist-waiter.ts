@@ -10,10 +10,10 @@ import type { PubAck } from '@nats-io/jetstream';
 import type pg from 'pg';
 import { ErrorCode, RunstreamError } from '../errors.js';
 import type { LogRecord } from '../event.js';
+import type { EventAck } from '../gen/runstream/v1/EventAck.js';
 import type { ThreadFeeds } from '../log/thread-feed.js';
 import { findEvents } from '../persist/queries.js';
 import type { Receipt } from '../persist/seq-assigner.js';
-import type { EventAck } from '../gen/runstream/v1/EventAck.js';
 
 export class PersistWaiter {
   constructor(
@@ -108,7 +108,12 @@ export class PendingPersist implements Disposable {
     }
     return pubAcks.map((a, i) => {
       const r = this.#receipts[i] as Receipt;
-      return { event_id: r.event_id, duplicate: a.duplicate || r.offset !== a.seq, seq: r.seq, offset: r.offset };
+      return {
+        event_id: r.event_id,
+        duplicate: a.duplicate || r.offset !== a.seq,
+        seq: r.seq,
+        offset: r.offset,
+      };
     });
   }
 

@@ -4,8 +4,8 @@
  * request is refused whole.
  */
 import { v7 as uuidv7 } from 'uuid';
-import { CATEGORY_NUMBER, type CategoryName, type LogRecord } from '../event.js';
 import { InvalidArgumentError } from '../errors.js';
+import { CATEGORY_NUMBER, type CategoryName, type LogRecord } from '../event.js';
 import type { Event__Output } from '../gen/runstream/v1/Event.js';
 
 /** Thread, run, event and user ids: safe as NATS subject tokens, URL segments and SQL text. */
@@ -69,7 +69,8 @@ function validateEvent(
     );
   }
   if (e.seq !== 0) throw new InvalidArgumentError(`${path}.seq`, 'is assigned by the broker; leave it 0');
-  if (e.offset !== 0) throw new InvalidArgumentError(`${path}.offset`, 'is assigned by the broker; leave it 0');
+  if (e.offset !== 0)
+    throw new InvalidArgumentError(`${path}.offset`, 'is assigned by the broker; leave it 0');
 
   const contentBytes = Buffer.byteLength(e.content_json, 'utf8');
   if (contentBytes > limits.maxContentBytes) {
@@ -125,7 +126,10 @@ function checkJson(text: string, field: string, mustBeObject: boolean): void {
     throw new InvalidArgumentError(field, 'must be a JSON object');
   }
   if (text.includes('\\u') && !storableStrings(value)) {
-    throw new InvalidArgumentError(field, 'contains a \\u0000 character or a lone surrogate, which cannot be stored');
+    throw new InvalidArgumentError(
+      field,
+      'contains a \\u0000 character or a lone surrogate, which cannot be stored',
+    );
   }
 }
 

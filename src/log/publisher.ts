@@ -7,8 +7,8 @@
  * awaited, so the log keeps their order and a batch costs one round trip, not N.
  */
 import type { JetStreamClient, PubAck } from '@nats-io/jetstream';
-import type { LogRecord } from '../event.js';
 import { UnavailableError } from '../errors.js';
+import type { LogRecord } from '../event.js';
 import { msgId, type Subjects } from './subjects.js';
 
 export const DEFAULT_PUBLISH_TIMEOUT_MS = 10_000;

@@ -33,10 +33,7 @@ export async function ensureLogStream(jsm: JetStreamManager, o: LogStreamOptions
   };
   try {
     const info = await jsm.streams.info(o.streamName);
-    if (
-      info.config.max_age !== config.max_age ||
-      info.config.duplicate_window !== config.duplicate_window
-    ) {
+    if (info.config.max_age !== config.max_age || info.config.duplicate_window !== config.duplicate_window) {
       await jsm.streams.update(o.streamName, {
         max_age: config.max_age,
         duplicate_window: config.duplicate_window,
@@ -62,7 +59,10 @@ export interface PersisterConsumerOptions {
 }
 
 /** The persister's durable pull consumer: every log message, in stream order, explicit acks. */
-export async function ensurePersisterConsumer(jsm: JetStreamManager, o: PersisterConsumerOptions): Promise<void> {
+export async function ensurePersisterConsumer(
+  jsm: JetStreamManager,
+  o: PersisterConsumerOptions,
+): Promise<void> {
   await jsm.consumers.add(o.streamName, {
     durable_name: PERSISTER_DURABLE,
     ack_policy: AckPolicy.Explicit,

@@ -90,7 +90,8 @@ export class Persister implements AsyncDisposable {
       let record: LogRecord;
       try {
         record = JSON.parse(m.string()) as LogRecord;
-        if (typeof record.thread_id !== 'string' || typeof record.event_id !== 'string') throw new Error('bad shape');
+        if (typeof record.thread_id !== 'string' || typeof record.event_id !== 'string')
+          throw new Error('bad shape');
       } catch (err) {
         // Not something ingest wrote: nothing to store, and it must not block the log.
         this.#o.log.error({ err, subject: m.subject, offset: m.seq }, 'dropping undecodable log message');

@@ -62,7 +62,11 @@ export async function storeThreadBatch(
   try {
     await client.query({ name: 'rs_lock', text: LOCK_SQL, values: [threadId] });
     const ids = batch.map((p) => p.record.event_id);
-    const existing = await client.query<{ event_id: string | null; seq: string; stream_offset: string | null }>({
+    const existing = await client.query<{
+      event_id: string | null;
+      seq: string;
+      stream_offset: string | null;
+    }>({
       name: 'rs_existing',
       text: EXISTING_SQL,
       values: [threadId, ids],
@@ -71,7 +75,12 @@ export async function storeThreadBatch(
     const known = new Map<string, Receipt>();
     for (const row of existing.rows) {
       if (row.event_id === null) head = Number(row.seq);
-      else known.set(row.event_id, { event_id: row.event_id, seq: Number(row.seq), offset: Number(row.stream_offset) });
+      else
+        known.set(row.event_id, {
+          event_id: row.event_id,
+          seq: Number(row.seq),
+          offset: Number(row.stream_offset),
+        });
     }
 
     const fresh: PendingEvent[] = [];

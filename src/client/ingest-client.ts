@@ -1,0 +1,79 @@
+/**
+ * A small typed client for `runstream.v1.Ingest`, used by the demo agent, the tests and
+ * the benchmarks. Other languages generate theirs from proto/ (see clients/python).
+ */
+import * as grpc from '@grpc/grpc-js';
+import type { Event } from '../gen/runstream/v1/Event.js';
+import type { EventAck__Output } from '../gen/runstream/v1/EventAck.js';
+import type { IngestClient as RawIngestClient } from '../gen/runstream/v1/Ingest.js';
+import type { PublishRequest } from '../gen/runstream/v1/PublishRequest.js';
+import type { PublishResponse__Output } from '../gen/runstream/v1/PublishResponse.js';
+import { loadProto } from '../proto.js';
+
+export type AckLevel = 'ACCEPTED' | 'PERSISTED';
+export type { Event, EventAck__Output as EventAck };
+
+export class IngestClient implements Disposable {
+  readonly raw: RawIngestClient;
+
+  constructor(target: string) {
+    const { proto } = loadProto();
+    this.raw = new proto.runstream.v1.Ingest(target, grpc.credentials.createInsecure(), {
+      'grpc.max_send_message_length': 64 * 1024 * 1024,
+    });
+  }
+
+  publish(events: Event[], ack: AckLevel = 'ACCEPTED', deadlineMs = 60_000): Promise<EventAck__Output[]> {
+    return new Promise((resolve, reject) => {
+      this.raw.Publish({ events, ack }, { deadline: Date.now() + deadlineMs }, (err, res) =>
+        err ? reject(err) : resolve((res as PublishResponse__Output).acks),
+      );
+    });
+  }
+
+  /** Opens a PublishStream; responses come back in request order. */
+  openStream(): PublishStream {
+    return new PublishStream(this.raw.PublishStream());
+  }
+
+  close(): void {
+    this.raw.close();
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+}
+
+/** A PublishStream call with a promise per request. */
+export class PublishStream {
+  readonly #waiting: { resolve: (a: EventAck__Output[]) => void; reject: (e: Error) => void }[] = [];
+  #error: Error | undefined;
+  readonly #ended: Promise<void>;
+
+  constructor(readonly call: grpc.ClientDuplexStream<PublishRequest, PublishResponse__Output>) {
+    call.on('data', (res: PublishResponse__Output) => this.#waiting.shift()?.resolve(res.acks));
+    this.#ended = new Promise((resolve) => {
+      call.on('error', (err: Error) => {
+        this.#error = err;
+        for (const w of this.#waiting.splice(0)) w.reject(err);
+        resolve();
+      });
+      call.on('end', () => resolve());
+    });
+  }
+
+  send(events: Event[], ack: AckLevel = 'ACCEPTED'): Promise<EventAck__Output[]> {
+    if (this.#error) return Promise.reject(this.#error);
+    return new Promise((resolve, reject) => {
+      this.#waiting.push({ resolve, reject });
+      this.call.write({ events, ack });
+    });
+  }
+
+  /** Half-closes and waits for the server to finish. */
+  async end(): Promise<void> {
+    this.call.end();
+    await this.#ended;
+  }
+}

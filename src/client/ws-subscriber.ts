@@ -1,0 +1,118 @@
+/**
+ * A WebSocket subscriber client: subscribes, hands frames to a callback, and keeps the
+ * cursor (last seq received) so it can resume after a dropped connection.
+ */
+import WebSocket from 'ws';
+
+export interface WireEvent {
+  seq: number;
+  offset: number;
+  thread_id: string;
+  run_id: string;
+  event_id: string;
+  event_type: string;
+  category: 'message' | 'trace' | 'lifecycle';
+  user_id: string;
+  created_at: string;
+  content: unknown;
+  metadata: Record<string, unknown>;
+}
+
+export type ServerFrame =
+  | { type: 'event'; id: string; event: WireEvent }
+  | { type: 'live'; id: string; seq: number }
+  | {
+      type: 'error';
+      id: string | null;
+      code: string;
+      message: string;
+      seq?: number;
+      cursors?: Record<string, number>;
+    }
+  | { type: 'unsubscribed'; id: string; seq: number };
+
+export class WsConnection implements AsyncDisposable {
+  readonly ws: WebSocket;
+  readonly frames: ServerFrame[] = [];
+  #listeners = new Set<(f: ServerFrame) => void>();
+  readonly closed: Promise<{ code: number; reason: string }>;
+
+  private constructor(ws: WebSocket) {
+    this.ws = ws;
+    ws.on('message', (data) => {
+      const frame = JSON.parse(data.toString()) as ServerFrame;
+      this.frames.push(frame);
+      for (const l of this.#listeners) l(frame);
+    });
+    this.closed = new Promise((resolve) =>
+      ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() })),
+    );
+  }
+
+  static open(url: string): Promise<WsConnection> {
+    return new Promise((resolve, reject) => {
+      const ws = new WebSocket(url, { perMessageDeflate: false });
+      const conn = new WsConnection(ws);
+      ws.once('open', () => resolve(conn));
+      ws.once('error', reject);
+    });
+  }
+
+  onFrame(listener: (f: ServerFrame) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  subscribe(id: string, threadId: string, afterSeq?: number): void {
+    this.sendRaw({
+      type: 'subscribe',
+      id,
+      thread_id: threadId,
+      ...(afterSeq === undefined ? {} : { after_seq: afterSeq }),
+    });
+  }
+
+  unsubscribe(id: string): void {
+    this.sendRaw({ type: 'unsubscribe', id });
+  }
+
+  sendRaw(frame: unknown): void {
+    this.ws.send(typeof frame === 'string' ? frame : JSON.stringify(frame));
+  }
+
+  /** Resolves with the first frame (from now, or already received) that matches. */
+  waitFor(pred: (f: ServerFrame) => boolean, timeoutMs = 30_000): Promise<ServerFrame> {
+    const seen = this.frames.find(pred);
+    if (seen) return Promise.resolve(seen);
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        off();
+        reject(
+          new Error(`no matching frame within ${timeoutMs} ms; last: ${JSON.stringify(this.frames.at(-1))}`),
+        );
+      }, timeoutMs);
+      const off = this.onFrame((f) => {
+        if (pred(f)) {
+          clearTimeout(timer);
+          off();
+          resolve(f);
+        }
+      });
+    });
+  }
+
+  /** Events received on a subscription, in arrival order. */
+  events(subId: string): WireEvent[] {
+    return this.frames.flatMap((f) => (f.type === 'event' && f.id === subId ? [f.event] : []));
+  }
+
+  async close(): Promise<void> {
+    if (this.ws.readyState === WebSocket.CLOSED) return;
+    this.ws.close();
+    await this.closed;
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+}

@@ -1,0 +1,145 @@
+// Invariant 3: an event is stored at most once whatever the retries, redeliveries and
+// restarts, and a duplicate never consumes a seq.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import { startBroker } from '../src/broker.js';
+import type { Event } from '../src/client/ingest-client.js';
+import type { LogRecord } from '../src/event.js';
+import { ensurePersisterConsumer, PERSISTER_DURABLE } from '../src/log/streams.js';
+import { createLogger } from '../src/logger.js';
+import { storeThreadBatch } from '../src/persist/seq-assigner.js';
+import {
+  brokerConfig,
+  expectGapFree,
+  randomName,
+  startServers,
+  startStack,
+  threadRows,
+} from './helpers/stack.js';
+import { waitFor } from './helpers/wait.js';
+
+function ev(threadId: string, eventId: string, runId = 'run-1'): Event {
+  return {
+    thread_id: threadId,
+    run_id: runId,
+    event_id: eventId,
+    event_type: 'ai_chunk',
+    category: 'MESSAGE',
+    content_json: JSON.stringify({ content: eventId }),
+  };
+}
+
+test('the same event_id published twice is stored once and the retry is acked as a duplicate', async () => {
+  await using stack = await startStack({ duplicateWindowMs: 1000 });
+  const t = randomName('t-');
+
+  const [first] = await stack.client.publish([ev(t, 'e1')], 'PERSISTED');
+  assert.deepEqual({ ...first, offset: 0 }, { event_id: 'e1', duplicate: false, seq: 1, offset: 0 });
+
+  // Inside JetStream's duplicate window: JetStream itself drops it.
+  const [inWindow] = await stack.client.publish([ev(t, 'e1')], 'PERSISTED');
+  assert.deepEqual(inWindow, { ...first, duplicate: true });
+
+  // Past the window JetStream stores a second message; Postgres must drop it.
+  await new Promise((r) => setTimeout(r, 1500));
+  const [pastWindow] = await stack.client.publish([ev(t, 'e1')], 'PERSISTED');
+  assert.equal(pastWindow?.duplicate, true);
+  assert.equal(pastWindow?.seq, 1);
+  assert.equal(pastWindow?.offset, first?.offset, 'the ack names the stored row, not the new log message');
+
+  // ACCEPTED acks of a JetStream duplicate say so too.
+  const [accepted] = await stack.client.publish([ev(t, 'e1')], 'ACCEPTED');
+  assert.equal(accepted?.duplicate, true);
+
+  // No seq was consumed by any of the duplicates.
+  const [next] = await stack.client.publish([ev(t, 'e2')], 'PERSISTED');
+  assert.equal(next?.seq, 2);
+  assert.deepEqual(
+    (await threadRows(stack.db, t)).map((r) => [r.seq, r.event_id]),
+    [
+      [1, 'e1'],
+      [2, 'e2'],
+    ],
+  );
+});
+
+test('a repeated event_id inside one request is one row; both acks carry its seq', async () => {
+  await using stack = await startStack();
+  const t = randomName('t-');
+  const acks = await stack.client.publish([ev(t, 'a'), ev(t, 'a'), ev(t, 'b')], 'PERSISTED');
+  assert.deepEqual(
+    acks.map((a) => [a.event_id, a.seq, a.duplicate]),
+    [
+      ['a', 1, false],
+      ['a', 1, true],
+      ['b', 2, false],
+    ],
+  );
+  assert.equal((await threadRows(stack.db, t)).length, 2);
+});
+
+test('JetStream redelivery after a persister crashed between commit and ack stores nothing twice', async () => {
+  await using servers = await startServers();
+  const ackWaitMs = 1000;
+  const ingestOnly = brokerConfig(servers, { roles: new Set(['ingest']), persistAckWaitMs: ackWaitMs });
+  const log = createLogger('warn');
+  const t = randomName('t-');
+
+  // 1. Events accepted into the log; no persister running.
+  {
+    await using ingest = await startBroker(ingestOnly, log);
+    const { IngestClient } = await import('../src/client/ingest-client.js');
+    using client = new IngestClient(`127.0.0.1:${ingest.grpcPort}`);
+    const acks = await client.publish(
+      Array.from({ length: 10 }, (_, i) => ev(t, `e${i}`)),
+      'ACCEPTED',
+    );
+    assert.equal(acks.length, 10);
+  }
+
+  // 2. A "persister" takes the messages, commits them, and dies before acking.
+  {
+    const nc = await connect({ servers: servers.nats.url });
+    const jsm = await jetstreamManager(nc);
+    await ensurePersisterConsumer(jsm, { streamName: ingestOnly.streamName, ackWaitMs, maxAckPending: 100 });
+    const consumer = await jetstream(nc).consumers.get(ingestOnly.streamName, PERSISTER_DURABLE);
+    const msgs = await consumer.fetch({ max_messages: 10, expires: 5000 });
+    const pending = [];
+    for await (const m of msgs) {
+      pending.push({ record: JSON.parse(m.string()) as LogRecord, offset: m.seq });
+      if (pending.length === 10) break;
+    }
+    const client = await servers.db.connect();
+    try {
+      const result = await storeThreadBatch(client, t, pending);
+      assert.equal(result.inserted.length, 10);
+    } finally {
+      client.release();
+    }
+    await nc.close(); // no ack: JetStream redelivers after ack_wait
+  }
+  const before = await threadRows(servers.db, t);
+  assert.equal(expectGapFree(before.map((r) => r.seq)), 10);
+
+  // 3. The real persister starts and receives every message again.
+  const full = brokerConfig(servers, {
+    streamName: ingestOnly.streamName,
+    subjectPrefix: ingestOnly.subjectPrefix,
+    persistAckWaitMs: ackWaitMs,
+  });
+  await using broker = await startBroker(full, log);
+  await waitFor(() => (broker.persister?.duplicateCount ?? 0) >= 10, {
+    timeoutMs: 30_000,
+    what: 'the persister to see the 10 redeliveries',
+  });
+  assert.equal(broker.persister?.storedCount, 0);
+  assert.deepEqual(await threadRows(servers.db, t), before);
+
+  // 4. The next event takes seq 11: the redeliveries consumed nothing.
+  const { IngestClient } = await import('../src/client/ingest-client.js');
+  using client = new IngestClient(`127.0.0.1:${broker.grpcPort}`);
+  const [ack] = await client.publish([ev(t, 'after')], 'PERSISTED');
+  assert.equal(ack?.seq, 11);
+});
