@@ -67,12 +67,10 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
       persister = new Persister({
         nc,
         js,
-        jsm,
         pool,
         subjects,
         streamName: config.streamName,
         batchMax: config.persistBatchMax,
-        ackWaitMs: config.persistAckWaitMs,
         log: log.child({ stage: 'persister' }),
       });
       await persister.start();

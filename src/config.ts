@@ -17,7 +17,6 @@ export const DEFAULT_MAX_CONTENT_BYTES = 256 * 1024;
 export const DEFAULT_MAX_EVENTS_PER_REQUEST = 5000;
 export const DEFAULT_MAX_GRPC_MESSAGE_BYTES = 64 * 1024 * 1024;
 export const DEFAULT_PERSIST_BATCH_MAX = 2000;
-export const DEFAULT_PERSIST_ACK_WAIT_MS = 30_000;
 export const DEFAULT_PG_POOL_SIZE = 8;
 export const DEFAULT_PERSISTED_ACK_TIMEOUT_MS = 30_000;
 export const DEFAULT_CATCHUP_PAGE_SIZE = 500;
@@ -48,7 +47,6 @@ export interface Config {
   readonly maxEventsPerRequest: number;
   readonly maxGrpcMessageBytes: number;
   readonly persistBatchMax: number;
-  readonly persistAckWaitMs: number;
   readonly pgPoolSize: number;
   readonly persistedAckTimeoutMs: number;
   readonly catchupPageSize: number;
@@ -119,7 +117,6 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     maxEventsPerRequest: int('RS_MAX_EVENTS_PER_REQUEST', DEFAULT_MAX_EVENTS_PER_REQUEST, 1, 1_000_000),
     maxGrpcMessageBytes: int('RS_MAX_GRPC_MESSAGE_BYTES', DEFAULT_MAX_GRPC_MESSAGE_BYTES, 1024, 2 ** 31 - 1),
     persistBatchMax: int('RS_PERSIST_BATCH_MAX', DEFAULT_PERSIST_BATCH_MAX, 1, 100_000),
-    persistAckWaitMs: int('RS_PERSIST_ACK_WAIT_MS', DEFAULT_PERSIST_ACK_WAIT_MS, 1000, 3_600_000),
     pgPoolSize: int('RS_PG_POOL_SIZE', DEFAULT_PG_POOL_SIZE, 1, 1000),
     persistedAckTimeoutMs: int(
       'RS_PERSISTED_ACK_TIMEOUT_MS',

@@ -1,14 +1,7 @@
 /**
- * The JetStream stream that is the ingest log, and the persister's durable consumer.
+ * The JetStream stream that is the ingest log.
  */
-import {
-  AckPolicy,
-  DeliverPolicy,
-  DiscardPolicy,
-  type JetStreamManager,
-  RetentionPolicy,
-  StorageType,
-} from '@nats-io/jetstream';
+import { DiscardPolicy, type JetStreamManager, RetentionPolicy, StorageType } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
 import type { Subjects } from './subjects.js';
 
@@ -48,29 +41,6 @@ export async function ensureLogStream(jsm: JetStreamManager, o: LogStreamOptions
       if (!String(addErr).includes('already in use')) throw addErr;
     }
   }
-}
-
-export const PERSISTER_DURABLE = 'persister';
-
-export interface PersisterConsumerOptions {
-  readonly streamName: string;
-  readonly ackWaitMs: number;
-  readonly maxAckPending: number;
-}
-
-/** The persister's durable pull consumer: every log message, in stream order, explicit acks. */
-export async function ensurePersisterConsumer(
-  jsm: JetStreamManager,
-  o: PersisterConsumerOptions,
-): Promise<void> {
-  await jsm.consumers.add(o.streamName, {
-    durable_name: PERSISTER_DURABLE,
-    ack_policy: AckPolicy.Explicit,
-    deliver_policy: DeliverPolicy.All,
-    ack_wait: nanos(o.ackWaitMs),
-    max_ack_pending: o.maxAckPending,
-    max_deliver: -1,
-  });
 }
 
 function isNotFound(err: unknown): boolean {

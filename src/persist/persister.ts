@@ -1,22 +1,26 @@
 /**
- * The persister: consumes the JetStream log in order, stores each thread's events with
- * gap-free seqs (see seq-assigner.ts), announces what it committed, and only then acks.
+ * The persister: reads the JetStream log strictly in order, stores each thread's events
+ * with gap-free seqs (see seq-assigner.ts), announces what it committed, and then moves
+ * its checkpoint (see checkpoint.ts).
  *
- * Messages are gathered while the previous batch is being stored, so batches grow with
- * load; within a batch threads are stored in parallel, each thread in its own
- * transaction. A batch is finished (every thread committed) before the next starts, so
- * a thread's events are stored in log order. A failure (Postgres away, a lost
- * connection) retries the same thread-batch with backoff, keeping the messages unacked
- * and alive, so the persister pauses and resumes by itself.
+ * It reads with an ordered consumer from checkpoint + 1, so a crash at any point replays
+ * from a position, in log order: events already committed come back as duplicates and
+ * take no seq. Messages are gathered while the previous batch is being stored, so
+ * batches grow with load; within a batch threads are stored in parallel, each in its own
+ * transaction, and a batch is finished before the next starts, so every thread's events
+ * are stored in log order. A failure (Postgres away, a lost connection) retries the same
+ * thread-batch with backoff: the persister pauses and resumes by itself. Reading pauses
+ * too (the consumer is only pulled as batches are taken), so memory stays bounded.
  */
-import type { ConsumerMessages, JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
+import { randomBytes } from 'node:crypto';
+import { type ConsumerMessages, DeliverPolicy, type JetStreamClient, type JsMsg } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type pg from 'pg';
 import type { LogRecord } from '../event.js';
 import { encodeEvents, encodeReceipts } from '../log/announcements.js';
-import { ensurePersisterConsumer, PERSISTER_DURABLE } from '../log/streams.js';
 import type { Subjects } from '../log/subjects.js';
 import type { Logger } from '../logger.js';
+import { readCheckpoint, saveCheckpoint } from './checkpoint.js';
 import { type PendingEvent, storeThreadBatch, type ThreadBatchResult } from './seq-assigner.js';
 
 export const RETRY_BASE_MS = 100;
@@ -25,62 +29,75 @@ export const RETRY_MAX_MS = 5_000;
 export interface PersisterOptions {
   readonly nc: NatsConnection;
   readonly js: JetStreamClient;
-  readonly jsm: JetStreamManager;
   readonly pool: pg.Pool;
   readonly subjects: Subjects;
   readonly streamName: string;
   /** Most log messages stored in one batch. */
   readonly batchMax: number;
-  readonly ackWaitMs: number;
   readonly log: Logger;
 }
 
 interface ThreadGroup {
-  readonly msgs: JsMsg[];
   readonly events: PendingEvent[];
 }
 
 export class Persister implements AsyncDisposable {
   readonly #o: PersisterOptions;
   #messages: ConsumerMessages | undefined;
+  #reading: Promise<void> | undefined;
   #queue: JsMsg[] = [];
   #draining: Promise<void> | undefined;
+  /** Resolves the reader when the queue has room again. */
+  #room: (() => void) | undefined;
   #closed = false;
   /** Events stored since start (not counting duplicates). */
   storedCount = 0;
+  /** Log messages that turned out to be stored already (replays, retries). */
   duplicateCount = 0;
+  /** Highest log offset stored. */
+  position = 0;
 
   constructor(options: PersisterOptions) {
     this.#o = options;
   }
 
   async start(): Promise<void> {
-    const { jsm, js, streamName, batchMax, ackWaitMs } = this.#o;
-    await ensurePersisterConsumer(jsm, { streamName, ackWaitMs, maxAckPending: batchMax * 4 });
-    const consumer = await js.consumers.get(streamName, PERSISTER_DURABLE);
-    this.#messages = await consumer.consume({
-      max_messages: batchMax,
-      callback: (m) => this.#enqueue(m),
+    const { js, pool, streamName, batchMax } = this.#o;
+    this.position = await readCheckpoint(pool, streamName);
+    const consumer = await js.consumers.get(streamName, {
+      // Unique per start: a dead process's consumer lingers until its inactivity threshold.
+      name_prefix: `rs-persister-${randomBytes(6).toString('hex')}`,
+      deliver_policy: DeliverPolicy.StartSequence,
+      opt_start_seq: this.position + 1,
     });
+    this.#messages = await consumer.consume({ max_messages: batchMax });
+    this.#reading = this.#read(this.#messages);
+    this.#o.log.info({ from: this.position + 1 }, 'persister reading the log');
   }
 
-  #enqueue(m: JsMsg): void {
-    this.#queue.push(m);
-    // setImmediate lets everything that already arrived join the batch.
-    this.#draining ??= new Promise<void>((resolve) => setImmediate(resolve)).then(() => this.#drain());
+  async #read(messages: ConsumerMessages): Promise<void> {
+    for await (const m of messages) {
+      if (this.#closed) break;
+      this.#queue.push(m);
+      this.#draining ??= new Promise<void>((resolve) => setImmediate(resolve)).then(() => this.#drain());
+      if (this.#queue.length >= this.#o.batchMax * 2) {
+        await new Promise<void>((resolve) => {
+          this.#room = resolve;
+        });
+      }
+    }
   }
 
   async #drain(): Promise<void> {
     try {
       while (this.#queue.length > 0 && !this.#closed) {
         const batch = this.#queue.splice(0, this.#o.batchMax);
+        this.#room?.();
+        this.#room = undefined;
         await this.#storeBatch(batch);
       }
     } finally {
       this.#draining = undefined;
-      if (this.#queue.length > 0 && !this.#closed) {
-        this.#draining = this.#drain();
-      }
     }
   }
 
@@ -94,58 +111,48 @@ export class Persister implements AsyncDisposable {
           throw new Error('bad shape');
       } catch (err) {
         // Not something ingest wrote: nothing to store, and it must not block the log.
-        this.#o.log.error({ err, subject: m.subject, offset: m.seq }, 'dropping undecodable log message');
-        m.term();
+        this.#o.log.error({ err, subject: m.subject, offset: m.seq }, 'skipping undecodable log message');
         continue;
       }
       let g = groups.get(record.thread_id);
       if (!g) {
-        g = { msgs: [], events: [] };
+        g = { events: [] };
         groups.set(record.thread_id, g);
       }
-      g.msgs.push(m);
       g.events.push({ record, offset: m.seq });
     }
-    await Promise.all([...groups].map(([threadId, g]) => this.#storeGroup(threadId, g)));
+    const stored = await Promise.all([...groups].map(([threadId, g]) => this.#storeGroup(threadId, g)));
+    if (this.#closed && stored.includes(false)) return; // replayed from the checkpoint next time
+    const last = (batch[batch.length - 1] as JsMsg).seq;
+    this.position = last;
+    // Losing this write only means replaying a little more after a crash.
+    await saveCheckpoint(this.#o.pool, this.#o.streamName, last).catch((err: unknown) =>
+      this.#o.log.warn({ err: (err as Error).message }, 'could not save the persister checkpoint'),
+    );
   }
 
-  async #storeGroup(threadId: string, g: ThreadGroup): Promise<void> {
-    const result = await this.#withRetry(threadId, g, async () => {
-      const client = await this.#o.pool.connect();
-      try {
-        const r = await storeThreadBatch(client, threadId, g.events);
-        client.release();
-        return r;
-      } catch (err) {
-        client.release(err as Error); // a broken connection must not go back to the pool
-        throw err;
-      }
-    });
-    if (result === undefined) return; // closing: leave unacked, JetStream redelivers
-    this.storedCount += result.inserted.length;
-    this.duplicateCount += g.events.length - result.inserted.length;
-    this.#announce(threadId, result);
-    for (const m of g.msgs) m.ack();
-  }
-
-  async #withRetry(
-    threadId: string,
-    g: ThreadGroup,
-    attempt: () => Promise<ThreadBatchResult>,
-  ): Promise<ThreadBatchResult | undefined> {
+  /** Stores one thread's part of a batch; false if given up because the persister is closing. */
+  async #storeGroup(threadId: string, g: ThreadGroup): Promise<boolean> {
     for (let n = 0; ; n++) {
+      let client: pg.PoolClient | undefined;
       try {
-        return await attempt();
+        client = await this.#o.pool.connect();
+        const result = await storeThreadBatch(client, threadId, g.events);
+        client.release();
+        this.storedCount += result.inserted.length;
+        this.duplicateCount += g.events.length - result.inserted.length;
+        this.#announce(threadId, result);
+        return true;
       } catch (err) {
-        if (this.#closed) return undefined;
+        client?.release(err as Error); // a broken connection must not go back to the pool
+        if (this.#closed) return false;
         const delay = Math.min(RETRY_MAX_MS, RETRY_BASE_MS * 2 ** Math.min(n, 10));
         this.#o.log.warn(
           { err: (err as Error).message, threadId, events: g.events.length, retryInMs: delay },
           'storing a thread batch failed; retrying',
         );
-        for (const m of g.msgs) m.working(); // keep JetStream from redelivering meanwhile
         await new Promise((r) => setTimeout(r, delay));
-        if (this.#closed) return undefined;
+        if (this.#closed) return false;
       }
     }
   }
@@ -161,12 +168,14 @@ export class Persister implements AsyncDisposable {
     }
   }
 
-  /** Stops taking messages and waits for the batch in hand to be stored and acked. */
+  /** Stops reading and waits for the batch in hand to be stored. */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    this.#room?.();
     await this.#messages?.close().catch(() => undefined);
     await this.#draining;
+    await this.#reading?.catch(() => undefined);
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

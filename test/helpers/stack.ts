@@ -131,7 +131,6 @@ export async function spawnBroker(config: Config, env: Record<string, string> = 
       DATABASE_URL: config.databaseUrl,
       RS_STREAM: config.streamName,
       RS_SUBJECT_PREFIX: config.subjectPrefix,
-      RS_PERSIST_ACK_WAIT_MS: String(config.persistAckWaitMs),
       LOG_LEVEL: 'info',
       ...env,
     },
