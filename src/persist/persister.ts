@@ -25,6 +25,7 @@ import { type PendingEvent, storeThreadBatch, type ThreadBatchResult } from './s
 
 export const RETRY_BASE_MS = 100;
 export const RETRY_MAX_MS = 5_000;
+export const PULL_EXPIRES_MS = 2_000;
 
 export interface PersisterOptions {
   readonly nc: NatsConnection;
@@ -70,7 +71,9 @@ export class Persister implements AsyncDisposable {
       deliver_policy: DeliverPolicy.StartSequence,
       opt_start_seq: this.position + 1,
     });
-    this.#messages = await consumer.consume({ max_messages: batchMax });
+    // Short pulls: after a NATS restart the server has forgotten the open pull request,
+    // and the client notices only by missed heartbeats (half the pull's expiry).
+    this.#messages = await consumer.consume({ max_messages: batchMax, expires: PULL_EXPIRES_MS });
     this.#reading = this.#read(this.#messages);
     this.#o.log.info({ from: this.position + 1 }, 'persister reading the log');
   }
