@@ -51,6 +51,8 @@ export class Persister implements AsyncDisposable {
   /** Resolves the reader when the queue has room again. */
   #room: (() => void) | undefined;
   #closed = false;
+  /** Log offset of the last message taken into the queue. */
+  #lastQueued = 0;
   /** Events stored since start (not counting duplicates). */
   storedCount = 0;
   /** Log messages that turned out to be stored already (replays, retries). */
@@ -63,24 +65,49 @@ export class Persister implements AsyncDisposable {
   }
 
   async start(): Promise<void> {
-    const { js, pool, streamName, batchMax } = this.#o;
-    this.position = await readCheckpoint(pool, streamName);
-    const consumer = await js.consumers.get(streamName, {
+    this.position = await readCheckpoint(this.#o.pool, this.#o.streamName);
+    this.#lastQueued = this.position;
+    const first = await this.#openConsumer();
+    this.#reading = this.#readForever(first);
+    this.#o.log.info({ from: this.position + 1 }, 'persister reading the log');
+  }
+
+  /** An ordered consumer from the message after the last one taken. */
+  async #openConsumer(): Promise<ConsumerMessages> {
+    const consumer = await this.#o.js.consumers.get(this.#o.streamName, {
       // Unique per start: a dead process's consumer lingers until its inactivity threshold.
       name_prefix: `rs-persister-${randomBytes(6).toString('hex')}`,
       deliver_policy: DeliverPolicy.StartSequence,
-      opt_start_seq: this.position + 1,
+      opt_start_seq: this.#lastQueued + 1,
     });
     // Short pulls: after a NATS restart the server has forgotten the open pull request,
     // and the client notices only by missed heartbeats (half the pull's expiry).
-    this.#messages = await consumer.consume({ max_messages: batchMax, expires: PULL_EXPIRES_MS });
-    this.#reading = this.#read(this.#messages);
-    this.#o.log.info({ from: this.position + 1 }, 'persister reading the log');
+    this.#messages = await consumer.consume({ max_messages: this.#o.batchMax, expires: PULL_EXPIRES_MS });
+    return this.#messages;
+  }
+
+  /** Reads until closed; if the consumer ever ends on its own, opens a new one where it stopped. */
+  async #readForever(first: ConsumerMessages): Promise<void> {
+    let messages: ConsumerMessages | undefined = first;
+    while (!this.#closed) {
+      try {
+        messages ??= await this.#openConsumer();
+        await this.#read(messages);
+      } catch (err) {
+        this.#o.log.warn({ err: (err as Error).message }, 'reading the log failed');
+      }
+      messages = undefined;
+      if (this.#closed) return;
+      this.#o.log.warn({ from: this.#lastQueued + 1 }, 'log reader stopped; reopening');
+      await new Promise((r) => setTimeout(r, RETRY_MAX_MS / 5));
+    }
   }
 
   async #read(messages: ConsumerMessages): Promise<void> {
     for await (const m of messages) {
       if (this.#closed) break;
+      if (m.seq <= this.#lastQueued) continue; // already taken before a reopen
+      this.#lastQueued = m.seq;
       this.#queue.push(m);
       this.#draining ??= new Promise<void>((resolve) => setImmediate(resolve)).then(() => this.#drain());
       if (this.#queue.length >= this.#o.batchMax * 2) {
