@@ -274,8 +274,10 @@ class BatchingSender {
   #openStream(): PublishStream {
     if (!this.#stream) {
       const stream = this.#client.openStream();
-      // Errors are seen through the pending send; this keeps a late one from being unhandled.
-      stream.call.on('error', () => undefined);
+      // A stream the broker ended between requests is not used again.
+      stream.call.once('status', () => {
+        if (this.#stream === stream) this.#stream = undefined;
+      });
       this.#stream = stream;
     }
     return this.#stream;

@@ -1,0 +1,37 @@
+# runstream developer entry points. `make help` lists them.
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+# Prerequisites run in the order listed (deps before build before test), even under -j.
+.NOTPARALLEL:
+
+.PHONY: help deps build test lint run bench proto clean clean-data
+
+help: ## this list
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
+
+deps: ## npm ci when needed; system packages for the tests (apt-get as root, else a hint)
+	scripts/deps.sh
+
+build: ## compile TypeScript to dist/
+	npm run build
+
+test: deps build ## unit and integration tests (real nats-server and Postgres)
+	npm test
+
+lint: ## biome + tsc --noEmit
+	npm run lint
+
+run: ## local stack: nats, Postgres, broker and demo agent; Ctrl-C stops it
+	scripts/run-stack.sh
+
+bench: deps build ## benchmarks
+	node dist/bench/run.js
+
+proto: ## regenerate src/gen from proto/
+	npm run proto
+
+clean: ## remove build output
+	rm -rf dist
+
+clean-data: ## remove the local stack's data (.data: NATS store, Postgres cluster, logs)
+	rm -rf .data
