@@ -98,6 +98,10 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
       maxBufferedBytes: config.wsMaxBufferedBytes,
       maxPayloadBytes: config.wsMaxPayloadBytes,
       pingIntervalMs: config.wsPingIntervalMs,
+      logBounds: async () => {
+        const { state } = await jsm.streams.info(config.streamName);
+        return { first: state.first_seq, last: state.last_seq };
+      },
       ready,
       log: log.child({ stage: 'fanout' }),
     });

@@ -29,7 +29,8 @@ export type ServerFrame =
       seq?: number;
       cursors?: Record<string, number>;
     }
-  | { type: 'unsubscribed'; id: string; seq: number };
+  | { type: 'unsubscribed'; id: string; seq: number }
+  | { type: 'end'; id: string; run_id: string; seq: number };
 
 export class WsConnection implements AsyncDisposable {
   readonly ws: WebSocket;

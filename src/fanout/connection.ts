@@ -10,8 +10,9 @@ import { ID_PATTERN } from '../ingest/validate.js';
 import type { CommittedEvent } from '../log/announcements.js';
 import type { ThreadFeeds } from '../log/thread-feed.js';
 import type { Logger } from '../logger.js';
+import { parseFilter } from './filter.js';
 import { errorFrame, unsubscribedFrame } from './frames.js';
-import { type FrameSink, Subscription } from './subscription.js';
+import { type FrameSink, type LogBounds, type StartCursor, Subscription } from './subscription.js';
 
 /** Close codes (4000-4999 are the application's). Documented in docs/protocol.md. */
 export const CLOSE_SLOW_CONSUMER = 4008;
@@ -25,6 +26,7 @@ export interface ConnectionOptions {
   readonly maxSubscriptions: number;
   /** Bytes queued for the socket past which the client is cut off as too slow. */
   readonly maxBufferedBytes: number;
+  readonly logBounds: () => Promise<LogBounds>;
   readonly log: Logger;
 }
 
@@ -137,13 +139,8 @@ export class Connection implements FrameSink {
     if (typeof msg.thread_id !== 'string' || !ID_PATTERN.test(msg.thread_id)) {
       throw new InvalidArgumentError('thread_id', 'is required and must match [A-Za-z0-9_-]{1,128}');
     }
-    let afterSeq = 0;
-    if (msg.after_seq !== undefined && msg.after_seq !== null) {
-      if (typeof msg.after_seq !== 'number' || !Number.isSafeInteger(msg.after_seq) || msg.after_seq < 0) {
-        throw new InvalidArgumentError('after_seq', 'must be a non-negative integer');
-      }
-      afterSeq = msg.after_seq;
-    }
+    const start = parseStart(msg);
+    const filter = parseFilter(msg);
     if (this.#subs.has(id)) {
       throw new InvalidArgumentError(
         'id',
@@ -159,7 +156,9 @@ export class Connection implements FrameSink {
     const sub = new Subscription({
       id,
       threadId: msg.thread_id,
-      afterSeq,
+      start,
+      filter,
+      logBounds: this.#o.logBounds,
       sink: this,
       pool: this.#o.pool,
       feeds: this.#o.feeds,
@@ -217,4 +216,32 @@ function requireSubId(id: unknown): string {
     throw new InvalidArgumentError('id', `is required: a string of 1-${SUB_ID_MAX_LENGTH} characters`);
   }
   return id;
+}
+
+/** `after_seq` (default 0), `from_offset`, or `live_only: true`: at most one of them. */
+function parseStart(msg: Record<string, unknown>): StartCursor {
+  const given = ['after_seq', 'from_offset', 'live_only'].filter(
+    (k) => msg[k] !== undefined && msg[k] !== null,
+  );
+  if (given.length > 1)
+    throw new InvalidArgumentError(given[1] as string, `cannot be combined with ${given[0]}`);
+  if (msg.live_only !== undefined && msg.live_only !== null) {
+    if (msg.live_only !== true) throw new InvalidArgumentError('live_only', 'must be true when given');
+    return { kind: 'live' };
+  }
+  if (msg.from_offset !== undefined && msg.from_offset !== null) {
+    return { kind: 'from_offset', offset: nonNegativeInt(msg.from_offset, 'from_offset', 1) };
+  }
+  if (msg.after_seq === undefined || msg.after_seq === null) return { kind: 'after_seq', seq: 0 };
+  return { kind: 'after_seq', seq: nonNegativeInt(msg.after_seq, 'after_seq', 0) };
+}
+
+function nonNegativeInt(v: unknown, field: string, min: number): number {
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min) {
+    throw new InvalidArgumentError(
+      field,
+      min === 0 ? 'must be a non-negative integer' : `must be an integer >= ${min}`,
+    );
+  }
+  return v;
 }

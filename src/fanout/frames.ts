@@ -19,3 +19,8 @@ export function errorFrame(subId: string | null, code: string, message: string, 
 export function unsubscribedFrame(subId: string, seq: number): string {
   return `{"type":"unsubscribed","id":${JSON.stringify(subId)},"seq":${seq}}`;
 }
+
+/** A run subscription is over: the run's terminal event (seq) has been passed. */
+export function endFrame(subId: string, runId: string, seq: number): string {
+  return `{"type":"end","id":${JSON.stringify(subId)},"run_id":"${runId}","seq":${seq}}`;
+}

@@ -14,6 +14,7 @@ import type { ThreadFeeds } from '../log/thread-feed.js';
 import type { Logger } from '../logger.js';
 import { listEventsAfter } from '../persist/queries.js';
 import { Connection } from './connection.js';
+import type { LogBounds } from './subscription.js';
 
 export const WS_PATH = '/v1/ws';
 export const DEFAULT_PAGE_LIMIT = 100;
@@ -30,6 +31,7 @@ export interface HttpServerOptions {
   readonly maxBufferedBytes: number;
   readonly maxPayloadBytes: number;
   readonly pingIntervalMs: number;
+  readonly logBounds: () => Promise<LogBounds>;
   /** Readiness: every dependency this node needs is reachable. */
   readonly ready: () => Promise<boolean>;
   readonly log: Logger;
@@ -70,6 +72,7 @@ export class HttpServer implements AsyncDisposable {
           pageSize: o.pageSize,
           maxSubscriptions: o.maxSubscriptions,
           maxBufferedBytes: o.maxBufferedBytes,
+          logBounds: o.logBounds,
           log: o.log,
         });
         this.#connections.add(conn);

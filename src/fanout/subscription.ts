@@ -1,5 +1,5 @@
 /**
- * One subscription: `(thread, cursor)` on a connection.
+ * One subscription: `(thread, cursor, filter)` on a connection.
  *
  * It listens to the thread's committed-event feed first, then catches up from Postgres,
  * then goes live. The seam is closed by seq: the cursor is the last seq delivered, an
@@ -13,8 +13,10 @@ import { eventJson } from '../event.js';
 import type { CommittedEvent } from '../log/announcements.js';
 import type { ThreadFeeds } from '../log/thread-feed.js';
 import type { Logger } from '../logger.js';
-import { headSeq, listEventsAfter } from '../persist/queries.js';
-import { errorFrame, eventFrame, liveFrame } from './frames.js';
+import { headSeq, listEventsPage, seqAtOffset } from '../persist/queries.js';
+import { isTerminal } from '../run-lifecycle.js';
+import { type EventFilter, type FilterableEvent, isFiltered, matches } from './filter.js';
+import { endFrame, errorFrame, eventFrame, liveFrame } from './frames.js';
 
 /** Where a subscription writes its frames; the connection's send queue. */
 export interface FrameSink {
@@ -25,10 +27,24 @@ export interface FrameSink {
   readonly closed: boolean;
 }
 
+/** Where a subscription starts. */
+export type StartCursor =
+  | { readonly kind: 'after_seq'; readonly seq: number }
+  | { readonly kind: 'from_offset'; readonly offset: number }
+  | { readonly kind: 'live' };
+
+/** The JetStream log's current extent: offsets first..last are replayable. */
+export interface LogBounds {
+  readonly first: number;
+  readonly last: number;
+}
+
 export interface SubscriptionOptions {
   readonly id: string;
   readonly threadId: string;
-  readonly afterSeq: number;
+  readonly start: StartCursor;
+  readonly filter: EventFilter;
+  readonly logBounds: () => Promise<LogBounds>;
   readonly sink: FrameSink;
   readonly pool: pg.Pool;
   readonly feeds: ThreadFeeds<CommittedEvent[]>;
@@ -52,13 +68,52 @@ export class Subscription {
   #repairing = false;
   #closed = false;
   #buffer: CommittedEvent[] = [];
+  readonly #filtered: boolean;
   #unlisten: (() => void) | undefined;
 
   constructor(o: SubscriptionOptions) {
     this.#o = o;
     this.id = o.id;
     this.threadId = o.threadId;
-    this.cursor = o.afterSeq;
+    this.cursor = o.start.kind === 'after_seq' ? o.start.seq : 0;
+    this.#filtered = isFiltered(o.filter);
+  }
+
+  /** Sets the cursor from the start option; throws a client error for an impossible one. */
+  async #resolveStart(): Promise<void> {
+    const { pool, start } = this.#o;
+    if (start.kind === 'live') {
+      this.cursor = await headSeq(pool, this.threadId);
+      return;
+    }
+    if (start.kind === 'from_offset') {
+      const bounds = await this.#o.logBounds();
+      if (start.offset < bounds.first) {
+        throw new RunstreamError(
+          ErrorCode.OffsetExpired,
+          `offset ${start.offset} is no longer in the log (it now starts at ${bounds.first}); ` +
+            'resubscribe with after_seq, which reaches all of history',
+        );
+      }
+      if (start.offset > bounds.last + 1) {
+        throw new RunstreamError(
+          ErrorCode.CursorAhead,
+          `offset ${start.offset} is past the end of the log (${bounds.last})`,
+        );
+      }
+      const seq = await seqAtOffset(pool, this.threadId, start.offset);
+      this.cursor = seq === undefined ? await headSeq(pool, this.threadId) : seq - 1;
+      return;
+    }
+    if (this.cursor > 0) {
+      const head = await headSeq(pool, this.threadId);
+      if (this.cursor > head) {
+        throw new RunstreamError(
+          ErrorCode.CursorAhead,
+          `after_seq ${this.cursor} is past the head of thread ${this.threadId} (seq ${head})`,
+        );
+      }
+    }
   }
 
   /** Runs catch-up and switches to live; reports failures to the client as an error frame. */
@@ -66,15 +121,7 @@ export class Subscription {
     try {
       this.#unlisten = await this.#o.feeds.listen(this.threadId, (events) => this.#onLive(events));
       if (this.#closed) return this.close();
-      if (this.cursor > 0) {
-        const head = await headSeq(this.#o.pool, this.threadId);
-        if (this.cursor > head) {
-          throw new RunstreamError(
-            ErrorCode.CursorAhead,
-            `after_seq ${this.cursor} is past the head of thread ${this.threadId} (seq ${head})`,
-          );
-        }
-      }
+      await this.#resolveStart();
       this.#repairing = true;
       await this.#catchUp();
       if (this.#closed) return;
@@ -86,24 +133,50 @@ export class Subscription {
     }
   }
 
-  /** Reads Postgres from the cursor until it has nothing more, pacing by the socket. */
+  /**
+   * Reads Postgres from the cursor until it has nothing more, pacing by the socket. A
+   * filtered read returns only matching rows, so it is bounded by the head read first:
+   * everything up to it has been passed, delivered or skipped.
+   */
   async #catchUp(): Promise<void> {
-    const { pool, pageSize, sink } = this.#o;
+    const { pool, pageSize, sink, filter } = this.#o;
+    const upto = this.#filtered ? await headSeq(pool, this.threadId) : undefined;
     for (;;) {
       await sink.drained();
       if (this.#closed || sink.closed) return;
-      const page = await listEventsAfter(pool, this.threadId, this.cursor, pageSize);
+      const page = await listEventsPage(pool, {
+        threadId: this.threadId,
+        afterSeq: this.cursor,
+        uptoSeq: upto,
+        filter,
+        withTerminal: true,
+        limit: pageSize,
+      });
       for (const e of page) {
-        if (e.seq !== this.cursor + 1) {
+        if (!this.#filtered && e.seq !== this.cursor + 1) {
           throw new RunstreamError(
             ErrorCode.Internal,
             `seq ${this.cursor + 1} of ${this.threadId} is missing`,
           );
         }
-        sink.send(eventFrame(this.id, eventJson(e)));
-        this.cursor = e.seq;
+        this.#pass(e, e.seq, () => eventJson(e));
+        if (this.#closed) return;
       }
-      if (page.length < pageSize) return;
+      if (page.length < pageSize) {
+        if (upto !== undefined && upto > this.cursor) this.cursor = upto;
+        return;
+      }
+    }
+  }
+
+  /** Moves the cursor over one event: delivers it if it matches, ends a run subscription at its end. */
+  #pass(e: FilterableEvent, seq: number, json: () => string): void {
+    const { filter, sink } = this.#o;
+    if (matches(filter, e)) sink.send(eventFrame(this.id, json()));
+    this.cursor = seq;
+    if (filter.runId !== undefined && e.run_id === filter.runId && isTerminal(e.category, e.event_type)) {
+      sink.send(endFrame(this.id, filter.runId, seq));
+      this.close();
     }
   }
 
@@ -123,8 +196,9 @@ export class Subscription {
         void this.#drainBuffer().catch((err: unknown) => this.#fail(err));
         return;
       }
-      if (!this.#o.sink.send(eventFrame(this.id, e.json))) return;
-      this.cursor = e.seq;
+      if (this.#o.sink.closed) return;
+      this.#pass(e, e.seq, () => e.json);
+      if (this.#closed) return;
     }
   }
 
@@ -140,8 +214,7 @@ export class Subscription {
       }
       if (e.seq === this.cursor + 1) {
         this.#buffer.shift();
-        this.#o.sink.send(eventFrame(this.id, e.json));
-        this.cursor = e.seq;
+        this.#pass(e, e.seq, () => e.json);
         continue;
       }
       const before = this.cursor;

@@ -10,9 +10,12 @@ import type { Msg } from '@nats-io/transport-node';
 import { eventJson, type StoredEvent } from '../event.js';
 import type { Receipt } from '../persist/seq-assigner.js';
 
-/** A committed event as fan-out sees it: its seq and its JSON text, serialised once. */
+/** A committed event as fan-out sees it: what filters need, and its JSON text, serialised once. */
 export interface CommittedEvent {
   readonly seq: number;
+  readonly run_id: string;
+  readonly category: string;
+  readonly event_type: string;
   readonly json: string;
 }
 
@@ -23,11 +26,25 @@ export function encodeEvents(events: readonly StoredEvent[]): string {
 }
 
 export function decodeEvents(msg: Msg): CommittedEvent[] {
-  const lines = msg.string().split('\n');
-  return lines.map((json) => {
-    if (!json.startsWith(SEQ_PREFIX)) throw new Error('committed event does not start with its seq');
-    return { seq: Number(json.slice(SEQ_PREFIX.length, json.indexOf(',', SEQ_PREFIX.length))), json };
-  });
+  return msg.string().split('\n').map(decodeEventHeader);
+}
+
+/**
+ * Reads the header fields of an {@link eventJson} text without parsing the content: the
+ * key order is fixed, ids cannot hold a quote, and the header precedes the content.
+ */
+export function decodeEventHeader(json: string): CommittedEvent {
+  if (!json.startsWith(SEQ_PREFIX)) throw new Error('committed event does not start with its seq');
+  const seq = Number(json.slice(SEQ_PREFIX.length, json.indexOf(',', SEQ_PREFIX.length)));
+  const between = (key: string, end: string, from = 0): [string, number] => {
+    const start = json.indexOf(key, from) + key.length;
+    const stop = json.indexOf(end, start);
+    return [json.slice(start, stop), stop];
+  };
+  const [run_id, afterRun] = between(',"run_id":"', '"');
+  const [eventType, afterType] = between(',"event_type":', ',"category":"', afterRun);
+  const [category] = between(',"category":"', '"', afterType);
+  return { seq, run_id, category, event_type: JSON.parse(eventType) as string, json };
 }
 
 export function encodeReceipts(receipts: readonly Receipt[]): string {

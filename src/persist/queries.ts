@@ -1,6 +1,8 @@
 /** Read queries over the event log. Always parameterised; seq cursors only. */
 import type pg from 'pg';
-import { categoryName, type StoredEvent } from '../event.js';
+import { CATEGORY_NUMBER, categoryName, type StoredEvent } from '../event.js';
+import type { EventFilter } from '../fanout/filter.js';
+import { TERMINAL_EVENT_TYPES } from '../run-lifecycle.js';
 
 interface EventRow {
   seq: string;
@@ -49,6 +51,62 @@ export async function listEventsAfter(
     values: [threadId, afterSeq, limit],
   });
   return rows.map(toStored);
+}
+
+export interface PageQuery {
+  readonly threadId: string;
+  readonly afterSeq: number;
+  /** Inclusive upper bound, or none. */
+  readonly uptoSeq?: number | undefined;
+  readonly filter: EventFilter;
+  /** With a run filter: also return the run's terminal lifecycle events, whatever the other filters. */
+  readonly withTerminal?: boolean;
+  readonly limit: number;
+}
+
+/**
+ * A page of a thread's events in seq order, filtered in SQL. Only the clauses in use are
+ * sent, so each shape gets its own plan (a run filter uses the (thread_id, run_id, seq) index).
+ */
+export async function listEventsPage(db: pg.Pool | pg.ClientBase, q: PageQuery): Promise<StoredEvent[]> {
+  const values: unknown[] = [q.threadId, q.afterSeq];
+  const where = ['thread_id = $1', 'seq > $2'];
+  const param = (v: unknown): string => {
+    values.push(v);
+    return `$${values.length}`;
+  };
+  if (q.uptoSeq !== undefined) where.push(`seq <= ${param(q.uptoSeq)}`);
+  if (q.filter.runId !== undefined) where.push(`run_id = ${param(q.filter.runId)}`);
+  const narrow: string[] = [];
+  if (q.filter.categories)
+    narrow.push(`category = ANY(${param([...q.filter.categories].map((c) => CATEGORY_NUMBER[c]))}::int2[])`);
+  if (q.filter.eventTypes) narrow.push(`event_type = ANY(${param([...q.filter.eventTypes])}::text[])`);
+  if (narrow.length > 0) {
+    const terminal =
+      q.withTerminal && q.filter.runId !== undefined
+        ? ` OR (category = 3 AND event_type = ANY(${param([...TERMINAL_EVENT_TYPES])}::text[]))`
+        : '';
+    where.push(`((${narrow.join(' AND ')})${terminal})`);
+  }
+  const { rows } = await db.query<EventRow>(
+    `SELECT ${EVENT_COLUMNS} FROM run_events WHERE ${where.join(' AND ')} ORDER BY seq LIMIT ${param(q.limit)}`,
+    values,
+  );
+  return rows.map(toStored);
+}
+
+/** The seq of a thread's first event at or after a log offset; undefined when there is none yet. */
+export async function seqAtOffset(
+  db: pg.Pool | pg.ClientBase,
+  threadId: string,
+  offset: number,
+): Promise<number | undefined> {
+  const { rows } = await db.query<{ seq: string }>({
+    name: 'rs_seq_at_offset',
+    text: 'SELECT seq FROM run_events WHERE thread_id = $1 AND stream_offset >= $2 ORDER BY stream_offset LIMIT 1',
+    values: [threadId, offset],
+  });
+  return rows[0] ? Number(rows[0].seq) : undefined;
 }
 
 /** Highest seq of a thread; 0 when it has no events. */

@@ -1,0 +1,75 @@
+/**
+ * A subscription's filter: run, categories, event types. A filter decides what is
+ * *delivered*; it never changes the cursor, which always advances over every seq the
+ * subscription has passed, delivered or skipped.
+ */
+
+import { InvalidArgumentError } from '../errors.js';
+import { CATEGORIES, type CategoryName } from '../event.js';
+import { EVENT_TYPE_PATTERN, ID_PATTERN } from '../ingest/validate.js';
+
+export const MAX_FILTER_VALUES = 64;
+
+export interface EventFilter {
+  readonly runId: string | undefined;
+  readonly categories: ReadonlySet<CategoryName> | undefined;
+  readonly eventTypes: ReadonlySet<string> | undefined;
+}
+
+export const NO_FILTER: EventFilter = { runId: undefined, categories: undefined, eventTypes: undefined };
+
+/** What a filter needs to know of an event. */
+export interface FilterableEvent {
+  readonly run_id: string;
+  readonly category: string;
+  readonly event_type: string;
+}
+
+export function matches(f: EventFilter, e: FilterableEvent): boolean {
+  return (
+    (f.runId === undefined || e.run_id === f.runId) &&
+    (f.categories === undefined || f.categories.has(e.category as CategoryName)) &&
+    (f.eventTypes === undefined || f.eventTypes.has(e.event_type))
+  );
+}
+
+export function isFiltered(f: EventFilter): boolean {
+  return f.runId !== undefined || f.categories !== undefined || f.eventTypes !== undefined;
+}
+
+/** Reads `run_id`, `categories`, `event_types` from a subscribe frame (or query). */
+export function parseFilter(msg: Record<string, unknown>): EventFilter {
+  let runId: string | undefined;
+  if (msg.run_id !== undefined && msg.run_id !== null) {
+    if (typeof msg.run_id !== 'string' || !ID_PATTERN.test(msg.run_id)) {
+      throw new InvalidArgumentError('run_id', 'must match [A-Za-z0-9_-]{1,128}');
+    }
+    runId = msg.run_id;
+  }
+  const list = (field: string, check: (v: string) => boolean, expected: string): string[] | undefined => {
+    const raw = msg[field];
+    if (raw === undefined || raw === null) return undefined;
+    if (!Array.isArray(raw) || raw.length === 0 || raw.length > MAX_FILTER_VALUES) {
+      throw new InvalidArgumentError(
+        field,
+        `must be a non-empty array of at most ${MAX_FILTER_VALUES} values`,
+      );
+    }
+    for (const v of raw) {
+      if (typeof v !== 'string' || !check(v))
+        throw new InvalidArgumentError(field, `${JSON.stringify(v)} is not ${expected}`);
+    }
+    return raw as string[];
+  };
+  const categories = list(
+    'categories',
+    (v) => (CATEGORIES as readonly string[]).includes(v),
+    'message, trace or lifecycle',
+  );
+  const eventTypes = list('event_types', (v) => EVENT_TYPE_PATTERN.test(v), 'a valid event type');
+  return {
+    runId,
+    categories: categories && new Set(categories as CategoryName[]),
+    eventTypes: eventTypes && new Set(eventTypes),
+  };
+}
