@@ -79,6 +79,10 @@ export class Connection implements FrameSink {
     return true;
   }
 
+  get backlogged(): boolean {
+    return this.#queuedBytes > this.#lowWatermark;
+  }
+
   drained(): Promise<void> {
     if (this.#closed || this.#queuedBytes <= this.#lowWatermark) return Promise.resolve();
     return new Promise((resolve) => this.#drainWaiters.push(resolve));

@@ -24,6 +24,8 @@ export interface FrameSink {
   send(frame: string): boolean;
   /** Resolves when the queued bytes fall below the catch-up watermark (or the sink closes). */
   drained(): Promise<void>;
+  /** More is queued than the catch-up watermark: a replay should wait for {@link drained}. */
+  readonly backlogged: boolean;
   readonly closed: boolean;
 }
 
@@ -153,6 +155,8 @@ export class Subscription {
         limit: pageSize,
       });
       for (const e of page) {
+        if (sink.backlogged) await sink.drained();
+        if (this.#closed || sink.closed) return;
         if (!this.#filtered && e.seq !== this.cursor + 1) {
           throw new RunstreamError(
             ErrorCode.Internal,

@@ -25,6 +25,30 @@ export function encodeEvents(events: readonly StoredEvent[]): string {
   return events.map(eventJson).join('\n');
 }
 
+/**
+ * The events as announcement payloads of at most `maxBytes` each (an event larger than
+ * that alone goes in a message of its own, which the server will refuse: subscribers
+ * then fill the hole from Postgres).
+ */
+export function chunkEvents(events: readonly StoredEvent[], maxBytes: number): string[] {
+  const chunks: string[] = [];
+  let lines: string[] = [];
+  let bytes = 0;
+  for (const e of events) {
+    const line = eventJson(e);
+    const size = Buffer.byteLength(line) + 1;
+    if (lines.length > 0 && bytes + size > maxBytes) {
+      chunks.push(lines.join('\n'));
+      lines = [];
+      bytes = 0;
+    }
+    lines.push(line);
+    bytes += size;
+  }
+  if (lines.length > 0) chunks.push(lines.join('\n'));
+  return chunks;
+}
+
 export function decodeEvents(msg: Msg): CommittedEvent[] {
   return msg.string().split('\n').map(decodeEventHeader);
 }

@@ -17,7 +17,7 @@ import { type ConsumerMessages, DeliverPolicy, type JetStreamClient, type JsMsg 
 import type { NatsConnection } from '@nats-io/transport-node';
 import type pg from 'pg';
 import type { LogRecord } from '../event.js';
-import { encodeEvents, encodeReceipts } from '../log/announcements.js';
+import { chunkEvents, encodeReceipts } from '../log/announcements.js';
 import type { Subjects } from '../log/subjects.js';
 import type { Logger } from '../logger.js';
 import { readCheckpoint, saveCheckpoint } from './checkpoint.js';
@@ -26,6 +26,10 @@ import { type PendingEvent, storeThreadBatch, type ThreadBatchResult } from './s
 export const RETRY_BASE_MS = 100;
 export const RETRY_MAX_MS = 5_000;
 export const PULL_EXPIRES_MS = 2_000;
+/** nats-server's default max_payload, used until the server's INFO says otherwise. */
+export const DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024;
+/** Room left in each message for the protocol line and headers. */
+export const PAYLOAD_HEADROOM_BYTES = 1024;
 
 export interface PersisterOptions {
   readonly nc: NatsConnection;
@@ -189,12 +193,19 @@ export class Persister implements AsyncDisposable {
 
   #announce(threadId: string, r: ThreadBatchResult): void {
     const { nc, subjects, log } = this.#o;
+    // Keep under the server's max_payload: a big batch goes out in several messages.
+    const limit = (nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD_BYTES) - PAYLOAD_HEADROOM_BYTES;
     try {
-      if (r.inserted.length > 0) nc.publish(subjects.events(threadId), encodeEvents(r.inserted));
+      for (const chunk of chunkEvents(r.inserted, limit)) nc.publish(subjects.events(threadId), chunk);
+    } catch (err) {
+      // Subscribers see the hole at the next event and fill it from Postgres.
+      log.warn({ err: (err as Error).message, threadId }, 'could not announce committed events');
+    }
+    try {
       nc.publish(subjects.receipts(threadId), encodeReceipts(r.receipts));
     } catch (err) {
-      // Subscribers repair the hole from Postgres; PERSISTED waiters time out and retry.
-      log.warn({ err, threadId }, 'could not announce committed events');
+      // PERSISTED waiters time out; a retry with the same event_ids learns the seqs.
+      log.warn({ err: (err as Error).message, threadId }, 'could not publish commit receipts');
     }
   }
 
