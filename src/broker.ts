@@ -7,8 +7,9 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import pg from 'pg';
 import type { Config } from './config.js';
 import { HttpServer } from './fanout/http-server.js';
+import { GrpcServer } from './grpc/server.js';
 import { PersistWaiter } from './ingest/persist-waiter.js';
-import { IngestServer } from './ingest/server.js';
+import { IngestService } from './ingest/server.js';
 import { type CommittedEvent, decodeEvents, decodeReceipts } from './log/announcements.js';
 import { connectNats } from './log/connection.js';
 import { LogPublisher } from './log/publisher.js';
@@ -22,7 +23,7 @@ import type { Receipt } from './persist/seq-assigner.js';
 
 export interface Broker extends AsyncDisposable {
   readonly config: Config;
-  /** Bound gRPC port (0 when the process runs no ingest). */
+  /** Bound gRPC port (health and reflection are served whatever the roles). */
   readonly grpcPort: number;
   readonly httpPort: number;
   readonly persister: Persister | undefined;
@@ -108,27 +109,27 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
     await http.start();
     closers.push(() => http.close());
 
-    let ingest: IngestServer | undefined;
+    const grpcServer = new GrpcServer({
+      host: config.host,
+      port: config.grpcPort,
+      maxMessageBytes: config.maxGrpcMessageBytes,
+    });
     if (config.roles.has('ingest')) {
       const receipts = new ThreadFeeds<Receipt[]>(nc, (t) => subjects.receipts(t), decodeReceipts, log);
-      ingest = new IngestServer({
-        host: config.host,
-        port: config.grpcPort,
+      new IngestService({
         publisher: new LogPublisher(js, subjects),
         waiter: new PersistWaiter(receipts, pool, config.persistedAckTimeoutMs),
         limits: config,
-        maxMessageBytes: config.maxGrpcMessageBytes,
         log: log.child({ stage: 'ingest' }),
-      });
-      await ingest.start();
-      const i = ingest;
-      closers.push(() => i.close(config.shutdownGraceMs));
+      }).register(grpcServer);
     }
+    await grpcServer.start();
+    closers.push(() => grpcServer.close(config.shutdownGraceMs));
 
     log.info(
       {
         roles: [...config.roles],
-        grpcPort: ingest?.port ?? 0,
+        grpcPort: grpcServer.port,
         httpPort: http.port,
         stream: config.streamName,
       },
@@ -141,7 +142,7 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
     };
     return {
       config,
-      grpcPort: ingest?.port ?? 0,
+      grpcPort: grpcServer.port,
       httpPort: http.port,
       persister,
       close,

@@ -11,8 +11,14 @@ import type { CommittedEvent } from '../log/announcements.js';
 import type { ThreadFeeds } from '../log/thread-feed.js';
 import type { Logger } from '../logger.js';
 import { parseFilter } from './filter.js';
-import { errorFrame, unsubscribedFrame } from './frames.js';
-import { type FrameSink, type LogBounds, type StartCursor, Subscription } from './subscription.js';
+import { deletedFrame, endFrame, errorFrame, eventFrame, liveFrame, unsubscribedFrame } from './frames.js';
+import {
+  type DeliveredEvent,
+  type LogBounds,
+  type StartCursor,
+  Subscription,
+  type SubscriptionSink,
+} from './subscription.js';
 
 /** Close codes (4000-4999 are the application's). Documented in docs/protocol.md. */
 export const CLOSE_SLOW_CONSUMER = 4008;
@@ -30,7 +36,7 @@ export interface ConnectionOptions {
   readonly log: Logger;
 }
 
-export class Connection implements FrameSink {
+export class Connection implements SubscriptionSink {
   readonly #ws: WebSocket;
   readonly #o: ConnectionOptions;
   readonly #subs = new Map<string, Subscription>();
@@ -58,6 +64,26 @@ export class Connection implements FrameSink {
   /** Catch-up pauses while more than this is queued, so a replay never outruns the socket. */
   get #lowWatermark(): number {
     return Math.min(1024 * 1024, this.#o.maxBufferedBytes / 4);
+  }
+
+  event(sub: Subscription, e: DeliveredEvent): void {
+    this.send(eventFrame(sub.id, e.json()));
+  }
+
+  live(sub: Subscription, seq: number): void {
+    this.send(liveFrame(sub.id, seq));
+  }
+
+  end(sub: Subscription, runId: string, seq: number): void {
+    this.send(endFrame(sub.id, runId, seq));
+  }
+
+  deleted(sub: Subscription, runId: string | undefined): void {
+    this.send(deletedFrame(sub.id, sub.threadId, runId));
+  }
+
+  error(sub: Subscription, err: RunstreamError): void {
+    this.send(errorFrame(sub.id, err.wsCode, err.message, { seq: sub.cursor }));
   }
 
   send(frame: string): boolean {

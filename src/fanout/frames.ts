@@ -24,3 +24,13 @@ export function unsubscribedFrame(subId: string, seq: number): string {
 export function endFrame(subId: string, runId: string, seq: number): string {
   return `{"type":"end","id":${JSON.stringify(subId)},"run_id":"${runId}","seq":${seq}}`;
 }
+
+/** The thread, or the run, was deleted; the subscription is over. */
+export function deletedFrame(subId: string, threadId: string, runId: string | undefined): string {
+  return JSON.stringify({
+    type: 'deleted',
+    id: subId,
+    thread_id: threadId,
+    ...(runId === undefined ? {} : { run_id: runId }),
+  });
+}

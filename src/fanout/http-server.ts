@@ -6,8 +6,9 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import type pg from 'pg';
 import { WebSocketServer } from 'ws';
-import { InvalidArgumentError, toRunstreamError } from '../errors.js';
+import { InvalidArgumentError } from '../errors.js';
 import { eventJson } from '../event.js';
+import { type HttpRoute, intParam, sendError, sendJson } from '../http/util.js';
 import { ID_PATTERN } from '../ingest/validate.js';
 import type { CommittedEvent } from '../log/announcements.js';
 import type { ThreadFeeds } from '../log/thread-feed.js';
@@ -34,6 +35,8 @@ export interface HttpServerOptions {
   readonly logBounds: () => Promise<LogBounds>;
   /** Readiness: every dependency this node needs is reachable. */
   readonly ready: () => Promise<boolean>;
+  /** Routes of other modules (history, SSE, ...), tried before the built-in ones. */
+  readonly routes?: readonly HttpRoute[];
   readonly log: Logger;
 }
 
@@ -110,6 +113,10 @@ export class HttpServer implements AsyncDisposable {
       const ready = !this.#closed && (await this.#o.ready().catch(() => false));
       return sendJson(res, ready ? 200 : 503, { status: ready ? 'ready' : 'not ready' });
     }
+    for (const route of this.#o.routes ?? []) {
+      const match = route.pattern.exec(url.pathname);
+      if (match && route.method === req.method) return route.handle(req, res, match, url);
+    }
     const m = /^\/v1\/threads\/([^/]+)\/events$/.exec(url.pathname);
     if (m && req.method === 'GET') return this.#listEvents(decodeURIComponent(m[1] as string), url, res);
     if (m)
@@ -130,8 +137,7 @@ export class HttpServer implements AsyncDisposable {
       const body = `{"events":[${events.map(eventJson).join(',')}],"next_after_seq":${next}}`;
       res.writeHead(200, { 'content-type': 'application/json; charset=utf-8' }).end(body);
     } catch (err) {
-      const e = toRunstreamError(err);
-      sendJson(res, e.httpStatus, { error: { code: e.wsCode, message: e.message } });
+      sendError(res, err);
     }
   }
 
@@ -150,18 +156,4 @@ export class HttpServer implements AsyncDisposable {
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
   }
-}
-
-function intParam(url: URL, name: string, fallback: number, min: number, max: number): number {
-  const raw = url.searchParams.get(name);
-  if (raw === null || raw === '') return fallback;
-  const n = Number(raw);
-  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(n) || n < min || n > max) {
-    throw new InvalidArgumentError(name, `must be an integer in [${min}, ${max}]`);
-  }
-  return n;
-}
-
-function sendJson(res: ServerResponse, status: number, body: unknown): void {
-  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8' }).end(JSON.stringify(body));
 }

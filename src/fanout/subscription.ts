@@ -16,17 +16,33 @@ import type { Logger } from '../logger.js';
 import { headSeq, listEventsPage, seqAtOffset } from '../persist/queries.js';
 import { isTerminal } from '../run-lifecycle.js';
 import { type EventFilter, type FilterableEvent, isFiltered, matches } from './filter.js';
-import { endFrame, errorFrame, eventFrame, liveFrame } from './frames.js';
 
-/** Where a subscription writes its frames; the connection's send queue. */
-export interface FrameSink {
-  /** Queues a frame; false when the connection is gone. */
-  send(frame: string): boolean;
+/**
+ * Where a subscription delivers, whatever the transport (WebSocket, SSE, gRPC): each
+ * transport renders these in its own framing and owns its send queue.
+ */
+export interface SubscriptionSink {
+  /** An event to deliver; `json()` is its client-facing JSON text, serialised once. */
+  event(sub: Subscription, e: DeliveredEvent): void;
+  /** Catch-up is over at `seq`; live events follow. Called once. */
+  live(sub: Subscription, seq: number): void;
+  /** A run subscription passed the run's terminal event at `seq`; the subscription is over. */
+  end(sub: Subscription, runId: string, seq: number): void;
+  /** The thread (runId undefined) or a run the subscription covers was deleted; the subscription is over. */
+  deleted(sub: Subscription, runId: string | undefined): void;
+  /** The subscription failed; the cursor (last seq passed) is where a client resumes. */
+  error(sub: Subscription, err: RunstreamError): void;
   /** Resolves when the queued bytes fall below the catch-up watermark (or the sink closes). */
   drained(): Promise<void>;
   /** More is queued than the catch-up watermark: a replay should wait for {@link drained}. */
   readonly backlogged: boolean;
   readonly closed: boolean;
+}
+
+/** An event on its way to a client. */
+export interface DeliveredEvent extends FilterableEvent {
+  readonly seq: number;
+  json(): string;
 }
 
 /** Where a subscription starts. */
@@ -47,7 +63,7 @@ export interface SubscriptionOptions {
   readonly start: StartCursor;
   readonly filter: EventFilter;
   readonly logBounds: () => Promise<LogBounds>;
-  readonly sink: FrameSink;
+  readonly sink: SubscriptionSink;
   readonly pool: pg.Pool;
   readonly feeds: ThreadFeeds<CommittedEvent[]>;
   readonly pageSize: number;
@@ -127,7 +143,7 @@ export class Subscription {
       this.#repairing = true;
       await this.#catchUp();
       if (this.#closed) return;
-      this.#o.sink.send(liveFrame(this.id, this.cursor));
+      this.#o.sink.live(this, this.cursor);
       this.#live = true;
       await this.#drainBuffer();
     } catch (err) {
@@ -163,7 +179,13 @@ export class Subscription {
             `seq ${this.cursor + 1} of ${this.threadId} is missing`,
           );
         }
-        this.#pass(e, e.seq, () => eventJson(e));
+        this.#pass({
+          seq: e.seq,
+          run_id: e.run_id,
+          category: e.category,
+          event_type: e.event_type,
+          json: () => eventJson(e),
+        });
         if (this.#closed) return;
       }
       if (page.length < pageSize) {
@@ -174,12 +196,12 @@ export class Subscription {
   }
 
   /** Moves the cursor over one event: delivers it if it matches, ends a run subscription at its end. */
-  #pass(e: FilterableEvent, seq: number, json: () => string): void {
+  #pass(e: DeliveredEvent): void {
     const { filter, sink } = this.#o;
-    if (matches(filter, e)) sink.send(eventFrame(this.id, json()));
-    this.cursor = seq;
+    if (matches(filter, e)) sink.event(this, e);
+    this.cursor = e.seq;
     if (filter.runId !== undefined && e.run_id === filter.runId && isTerminal(e.category, e.event_type)) {
-      sink.send(endFrame(this.id, filter.runId, seq));
+      sink.end(this, filter.runId, e.seq);
       this.close();
     }
   }
@@ -201,7 +223,7 @@ export class Subscription {
         return;
       }
       if (this.#o.sink.closed) return;
-      this.#pass(e, e.seq, () => e.json);
+      this.#pass(committed(e));
       if (this.#closed) return;
     }
   }
@@ -218,7 +240,7 @@ export class Subscription {
       }
       if (e.seq === this.cursor + 1) {
         this.#buffer.shift();
-        this.#pass(e, e.seq, () => e.json);
+        this.#pass(committed(e));
         continue;
       }
       const before = this.cursor;
@@ -242,7 +264,19 @@ export class Subscription {
     if (e.code === ErrorCode.Internal) {
       this.#o.log.error({ err, sub: this.id, threadId: this.threadId }, 'subscription failed');
     }
-    this.#o.sink.send(errorFrame(this.id, e.wsCode, e.message, { seq: this.cursor }));
+    this.#o.sink.error(this, e);
+    this.close();
+  }
+
+  /**
+   * The thread, or one of its runs, was deleted. A subscription to the thread or to that
+   * run is told and ends; one scoped to another run goes on.
+   */
+  deleted(runId: string | undefined): void {
+    if (this.#closed) return;
+    const scope = this.#o.filter.runId;
+    if (runId !== undefined && scope !== undefined && scope !== runId) return;
+    this.#o.sink.deleted(this, runId);
     this.close();
   }
 
@@ -254,4 +288,8 @@ export class Subscription {
     this.#unlisten?.();
     this.#unlisten = undefined;
   }
+}
+
+function committed(e: CommittedEvent): DeliveredEvent {
+  return { seq: e.seq, run_id: e.run_id, category: e.category, event_type: e.event_type, json: () => e.json };
 }

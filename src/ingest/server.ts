@@ -1,14 +1,13 @@
 /**
- * The gRPC port: `runstream.v1.Ingest`, plus gRPC health checking and reflection.
+ * `runstream.v1.Ingest`: agents publish the events of their runs here.
  */
 import * as grpc from '@grpc/grpc-js';
-import { ReflectionService } from '@grpc/reflection';
-import { HealthImplementation } from 'grpc-health-check';
 import { InvalidArgumentError, toRunstreamError } from '../errors.js';
 import type { EventAck } from '../gen/runstream/v1/EventAck.js';
 import type { IngestHandlers } from '../gen/runstream/v1/Ingest.js';
 import type { PublishRequest__Output } from '../gen/runstream/v1/PublishRequest.js';
 import type { PublishResponse } from '../gen/runstream/v1/PublishResponse.js';
+import type { GrpcServer } from '../grpc/server.js';
 import type { LogPublisher } from '../log/publisher.js';
 import type { Logger } from '../logger.js';
 import { loadProto } from '../proto.js';
@@ -19,13 +18,10 @@ export const INGEST_SERVICE = 'runstream.v1.Ingest';
 /** Requests of one PublishStream in flight before the broker stops reading it (HTTP/2 backpressure). */
 export const STREAM_MAX_IN_FLIGHT = 64;
 
-export interface IngestServerOptions {
-  readonly host: string;
-  readonly port: number;
+export interface IngestServiceOptions {
   readonly publisher: LogPublisher;
   readonly waiter: PersistWaiter;
   readonly limits: ValidationLimits;
-  readonly maxMessageBytes: number;
   readonly log: Logger;
 }
 
@@ -34,23 +30,16 @@ interface Issued {
   readonly result: Promise<PublishResponse>;
 }
 
-export class IngestServer implements AsyncDisposable {
-  readonly #o: IngestServerOptions;
-  readonly #server: grpc.Server;
-  readonly #health: HealthImplementation;
-  #port = 0;
-  #closed = false;
+/** `runstream.v1.Ingest`: validates, publishes to the log, acks at the requested level. */
+export class IngestService {
+  readonly #o: IngestServiceOptions;
 
-  constructor(o: IngestServerOptions) {
+  constructor(o: IngestServiceOptions) {
     this.#o = o;
-    this.#server = new grpc.Server({
-      'grpc.max_receive_message_length': o.maxMessageBytes,
-      'grpc.keepalive_time_ms': 30_000,
-      'grpc.keepalive_timeout_ms': 10_000,
-      'grpc.keepalive_permit_without_calls': 1,
-      'grpc.http2.min_ping_interval_without_data_ms': 5_000,
-    });
-    const { packageDefinition, proto } = loadProto();
+  }
+
+  /** Registers the service on the process's gRPC server. */
+  register(server: GrpcServer): void {
     const handlers: IngestHandlers = {
       Publish: (call, callback) => {
         this.#issue(call.request)
@@ -62,24 +51,7 @@ export class IngestServer implements AsyncDisposable {
       },
       PublishStream: (call) => this.#publishStream(call),
     };
-    this.#server.addService(proto.runstream.v1.Ingest.service, handlers);
-    this.#health = new HealthImplementation({ '': 'SERVING', [INGEST_SERVICE]: 'SERVING' });
-    this.#health.addToServer(this.#server);
-    new ReflectionService(packageDefinition).addToServer(this.#server);
-  }
-
-  async start(): Promise<void> {
-    this.#port = await new Promise<number>((resolve, reject) => {
-      this.#server.bindAsync(
-        `${this.#o.host}:${this.#o.port}`,
-        grpc.ServerCredentials.createInsecure(),
-        (err, port) => (err ? reject(err) : resolve(port)),
-      );
-    });
-  }
-
-  get port(): number {
-    return this.#port;
+    server.addService(INGEST_SERVICE, loadProto().proto.runstream.v1.Ingest.service, handlers);
   }
 
   /**
@@ -158,27 +130,5 @@ export class IngestServer implements AsyncDisposable {
       this.#o.log.warn({ err, method }, 'publish failed');
     }
     return { code: e.grpcStatus, details: e.message };
-  }
-
-  /** Stops taking calls; in-flight calls get the grace period to finish. */
-  async close(graceMs = 5_000): Promise<void> {
-    if (this.#closed) return;
-    this.#closed = true;
-    this.#health.setStatus('', 'NOT_SERVING');
-    this.#health.setStatus(INGEST_SERVICE, 'NOT_SERVING');
-    await new Promise<void>((resolve) => {
-      const timer = setTimeout(() => {
-        this.#server.forceShutdown();
-        resolve();
-      }, graceMs);
-      this.#server.tryShutdown(() => {
-        clearTimeout(timer);
-        resolve();
-      });
-    });
-  }
-
-  async [Symbol.asyncDispose](): Promise<void> {
-    await this.close();
   }
 }
