@@ -6,6 +6,8 @@ import { status as GrpcStatus } from '@grpc/grpc-js';
 
 export const ErrorCode = {
   InvalidArgument: 'RS_ERR_INVALID_ARGUMENT',
+  Unauthenticated: 'RS_ERR_UNAUTHENTICATED',
+  PermissionDenied: 'RS_ERR_PERMISSION_DENIED',
   NotFound: 'RS_ERR_NOT_FOUND',
   CursorAhead: 'RS_ERR_CURSOR_AHEAD',
   OffsetExpired: 'RS_ERR_OFFSET_EXPIRED',
@@ -26,6 +28,8 @@ interface Mapping {
 
 export const ERROR_TABLE: Readonly<Record<ErrorCode, Mapping>> = {
   RS_ERR_INVALID_ARGUMENT: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400, ws: 'invalid_argument' },
+  RS_ERR_UNAUTHENTICATED: { grpc: GrpcStatus.UNAUTHENTICATED, http: 401, ws: 'unauthenticated' },
+  RS_ERR_PERMISSION_DENIED: { grpc: GrpcStatus.PERMISSION_DENIED, http: 403, ws: 'permission_denied' },
   RS_ERR_NOT_FOUND: { grpc: GrpcStatus.NOT_FOUND, http: 404, ws: 'not_found' },
   RS_ERR_CURSOR_AHEAD: { grpc: GrpcStatus.OUT_OF_RANGE, http: 416, ws: 'cursor_ahead' },
   RS_ERR_OFFSET_EXPIRED: { grpc: GrpcStatus.OUT_OF_RANGE, http: 410, ws: 'offset_expired' },
@@ -65,6 +69,20 @@ export class InvalidArgumentError extends RunstreamError {
     problem: string,
   ) {
     super(ErrorCode.InvalidArgument, `${field}: ${problem}`);
+  }
+}
+
+export class UnauthenticatedError extends RunstreamError {
+  override name = 'UnauthenticatedError';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(ErrorCode.Unauthenticated, message, options);
+  }
+}
+
+export class PermissionDeniedError extends RunstreamError {
+  override name = 'PermissionDeniedError';
+  constructor(message: string) {
+    super(ErrorCode.PermissionDenied, message);
   }
 }
 

@@ -1,0 +1,62 @@
+/**
+ * Who is calling, and what they may do. Every transport (gRPC, HTTP, SSE, WebSocket)
+ * gets a {@link Principal} from the {@link Authenticator} and asks it before acting.
+ *
+ * With no key configured the broker runs open: everyone is {@link OPEN_PRINCIPAL}.
+ */
+import type { IncomingMessage } from 'node:http';
+import type { Metadata } from '@grpc/grpc-js';
+
+export interface Principal {
+  /** Token subject; undefined when the broker runs open. */
+  readonly subject: string | undefined;
+  /** The user whose events a scoped token may read; undefined = not scoped to a user. */
+  readonly userId: string | undefined;
+  /** When the token expires (epoch ms); undefined = never. */
+  readonly expiresAtMs: number | undefined;
+  canRead(threadId: string): boolean;
+  canPublish(threadId: string): boolean;
+  canCancel(threadId: string): boolean;
+}
+
+export interface Authenticator {
+  /** False when the broker runs open. */
+  readonly enabled: boolean;
+  /**
+   * The principal for a bearer token; throws an `UnauthenticatedError` when a token is
+   * required and is missing, invalid or expired.
+   */
+  authenticate(token: string | undefined): Promise<Principal>;
+}
+
+export const OPEN_PRINCIPAL: Principal = Object.freeze({
+  subject: undefined,
+  userId: undefined,
+  expiresAtMs: undefined,
+  canRead: () => true,
+  canPublish: () => true,
+  canCancel: () => true,
+});
+
+/** The authenticator of an open broker. */
+export const OPEN_AUTHENTICATOR: Authenticator = Object.freeze({
+  enabled: false,
+  authenticate: async () => OPEN_PRINCIPAL,
+});
+
+/**
+ * A bearer token from `Authorization: Bearer …`, or, for browsers that cannot set headers
+ * on WebSocket and EventSource requests, the `access_token` query parameter.
+ */
+export function bearerFromHttp(req: IncomingMessage, url?: URL): string | undefined {
+  const header = req.headers.authorization;
+  if (header?.startsWith('Bearer ')) return header.slice(7).trim();
+  return (url ?? new URL(req.url ?? '/', 'http://localhost')).searchParams.get('access_token') ?? undefined;
+}
+
+/** A bearer token from gRPC metadata (`authorization: Bearer …`). */
+export function bearerFromGrpc(metadata: Metadata): string | undefined {
+  const value = metadata.get('authorization')[0];
+  const text = typeof value === 'string' ? value : value?.toString();
+  return text?.startsWith('Bearer ') ? text.slice(7).trim() : undefined;
+}
