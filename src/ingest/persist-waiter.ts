@@ -26,14 +26,9 @@ export class PersistWaiter {
   async prepare(records: readonly LogRecord[]): Promise<PendingPersist> {
     const pending = new PendingPersist(records, this.pool, this.timeoutMs);
     const threads = new Set(records.map((r) => r.thread_id));
-    try {
-      for (const t of threads) {
-        pending.unlisteners.push(await this.feeds.listen(t, (receipts) => pending.onReceipts(t, receipts)));
-      }
-    } catch (err) {
-      pending.dispose();
-      throw err;
-    }
+    pending.unlisteners.push(
+      await this.feeds.listenMany(threads, (t, receipts) => pending.onReceipts(t, receipts)),
+    );
     return pending;
   }
 }

@@ -29,6 +29,34 @@ export class ThreadFeeds<T> {
    * published on the thread after that is seen. Returns the function that removes it.
    */
   async listen(threadId: string, listener: FeedListener<T>): Promise<() => void> {
+    const remove = this.#add(threadId, listener);
+    await this.nc.flush();
+    return remove;
+  }
+
+  /**
+   * Adds one listener per thread with a single round trip to the server; the listener is
+   * told which thread each value came from. Returns the function that removes them all.
+   */
+  async listenMany(
+    threadIds: Iterable<string>,
+    listener: (threadId: string, value: T) => void,
+  ): Promise<() => void> {
+    const removers: (() => void)[] = [];
+    for (const t of threadIds) removers.push(this.#add(t, (v) => listener(t, v)));
+    const removeAll = (): void => {
+      for (const r of removers) r();
+    };
+    try {
+      await this.nc.flush();
+    } catch (err) {
+      removeAll();
+      throw err;
+    }
+    return removeAll;
+  }
+
+  #add(threadId: string, listener: FeedListener<T>): () => void {
     let feed = this.#feeds.get(threadId);
     if (!feed) {
       const listeners = new Set<FeedListener<T>>();
@@ -52,7 +80,6 @@ export class ThreadFeeds<T> {
       this.#feeds.set(threadId, feed);
     }
     feed.listeners.add(listener);
-    await this.nc.flush();
     const current = feed;
     return () => {
       current.listeners.delete(listener);
