@@ -5,13 +5,24 @@
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import pg from 'pg';
+import { createAuthenticator, logAuthMode } from './auth/jwt.js';
 import type { Config } from './config.js';
+import { cancelRoute } from './fanout/cancel-route.js';
+import { GrpcSubscribeService } from './fanout/grpc-subscribe.js';
 import { HttpServer } from './fanout/http-server.js';
+import { SseService } from './fanout/sse.js';
+import type { LogBounds } from './fanout/subscription.js';
 import { GrpcServer } from './grpc/server.js';
+import { Deleter } from './history/deleter.js';
+import { HistoryGrpcService } from './history/grpc-service.js';
+import { History } from './history/history.js';
+import { historyRoutes, methodNotAllowedRoutes } from './history/http-routes.js';
+import { ControlFeeds, RunControl } from './ingest/control.js';
 import { PersistWaiter } from './ingest/persist-waiter.js';
 import { IngestService } from './ingest/server.js';
 import { type CommittedEvent, decodeEvents, decodeReceipts } from './log/announcements.js';
 import { connectNats } from './log/connection.js';
+import { type DeletionNotice, decodeDeletion } from './log/deletion-notices.js';
 import { LogPublisher } from './log/publisher.js';
 import { ensureLogStream } from './log/streams.js';
 import { Subjects } from './log/subjects.js';
@@ -19,6 +30,7 @@ import { ThreadFeeds } from './log/thread-feed.js';
 import type { Logger } from './logger.js';
 import { migrate } from './persist/migrate.js';
 import { Persister } from './persist/persister.js';
+import { gatedPool } from './persist/query-gate.js';
 import type { Receipt } from './persist/seq-assigner.js';
 
 export interface Broker extends AsyncDisposable {
@@ -27,6 +39,8 @@ export interface Broker extends AsyncDisposable {
   readonly grpcPort: number;
   readonly httpPort: number;
   readonly persister: Persister | undefined;
+  /** gRPC `Subscriber` service (fan-out role), for its open-call count. */
+  readonly grpcSubscriber: GrpcSubscribeService | undefined;
   close(): Promise<void>;
 }
 
@@ -38,6 +52,10 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
     }
   };
   try {
+    // One authenticator for every transport; a bad key stops start-up before anything connects.
+    const auth = createAuthenticator(config, log.child({ stage: 'auth' }));
+    logAuthMode(auth, config, log);
+
     const pool = new pg.Pool({
       connectionString: config.databaseUrl,
       max: config.pgPoolSize,
@@ -61,7 +79,13 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
       subjects,
       maxAgeMs: config.streamMaxAgeMs,
       duplicateWindowMs: config.duplicateWindowMs,
+      replicas: config.streamReplicas,
     });
+
+    const logBounds = async (): Promise<LogBounds> => {
+      const { state } = await jsm.streams.info(config.streamName);
+      return { first: state.first_seq, last: state.last_seq };
+    };
 
     let persister: Persister | undefined;
     if (config.roles.has('persister')) {
@@ -72,6 +96,7 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
         subjects,
         streamName: config.streamName,
         batchMax: config.persistBatchMax,
+        logBounds,
         log: log.child({ stage: 'persister' }),
       });
       await persister.start();
@@ -89,25 +114,90 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
     const feeds = config.roles.has('fanout')
       ? new ThreadFeeds<CommittedEvent[]>(nc, (t) => subjects.events(t), decodeEvents, log)
       : undefined;
+    // Subscriber reads (catch-up of WebSocket, SSE, gRPC Subscribe) queue in-process for a share
+    // of the pool, so a resubscribe storm waits its turn instead of timing out, and the
+    // persister and ingest keep connections of their own.
+    const readPool = gatedPool(pool, Math.max(1, config.pgPoolSize - 2));
+    // Deletion notices end the subscriptions on a deleted thread or run (History).
+    const deletions = feeds
+      ? new ThreadFeeds<DeletionNotice>(nc, (t) => subjects.deletions(t), decodeDeletion, log)
+      : undefined;
+    // History (stored events, runs, chat projection, deletion) is served by fan-out nodes.
+    const history = config.roles.has('fanout')
+      ? new History({
+          pool,
+          deleter: new Deleter({
+            pool,
+            nc,
+            jsm,
+            subjects,
+            streamName: config.streamName,
+            log: log.child({ stage: 'history' }),
+          }),
+        })
+      : undefined;
+    const historyHttp = history ? historyRoutes({ history, auth }) : [];
+    // Cancel requests (WebSocket frame, HTTP POST, on_disconnect) are stored through the log and routed to producers.
+    const control = new RunControl({
+      nc,
+      publisher: new LogPublisher(js, subjects),
+      subjects,
+      pool,
+      log: log.child({ stage: 'control' }),
+    });
+    // SSE (`/v1/threads/{t}/stream`) and the LangGraph-compatible join, on fan-out nodes.
+    const sse = feeds
+      ? new SseService({
+          pool: readPool,
+          feeds,
+          deletions,
+          logBounds,
+          pageSize: config.catchupPageSize,
+          maxBufferedBytes: config.wsMaxBufferedBytes,
+          keepAliveMs: config.sseKeepAliveMs,
+          maxStreams: config.sseMaxStreams,
+          auth,
+          cancelRun: async (threadId, runId, principal) => {
+            await control.requestCancel({
+              threadId,
+              runId,
+              reason: 'subscriber disconnected',
+              source: 'on_disconnect',
+              principal,
+            });
+          },
+          log: log.child({ stage: 'sse' }),
+        })
+      : undefined;
     const http = new HttpServer({
       host: config.host,
       port: config.httpPort,
-      pool,
+      pool: readPool,
       feeds,
+      deletions,
       pageSize: config.catchupPageSize,
       maxSubscriptions: config.wsMaxSubscriptions,
       maxBufferedBytes: config.wsMaxBufferedBytes,
       maxPayloadBytes: config.wsMaxPayloadBytes,
       pingIntervalMs: config.wsPingIntervalMs,
-      logBounds: async () => {
-        const { state } = await jsm.streams.info(config.streamName);
-        return { first: state.first_seq, last: state.last_seq };
-      },
+      maxConnections: config.wsMaxConnections,
+      control,
+      logBounds,
+      // History's events route supersedes the built-in one; its 405s go last, shadowing nobody.
+      routes: [
+        ...historyHttp,
+        ...(sse?.routes ?? []),
+        cancelRoute({ control, auth }),
+        ...methodNotAllowedRoutes(historyHttp),
+      ],
       ready,
+      auth,
+      allowedOrigins: config.allowedOrigins,
       log: log.child({ stage: 'fanout' }),
     });
     await http.start();
     closers.push(() => http.close());
+    if (sse) closers.push(async () => sse.close());
 
     const grpcServer = new GrpcServer({
       host: config.host,
@@ -120,11 +210,31 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
         publisher: new LogPublisher(js, subjects),
         waiter: new PersistWaiter(receipts, pool, config.persistedAckTimeoutMs),
         limits: config,
+        auth,
+        controls: new ControlFeeds(nc, subjects, log),
         log: log.child({ stage: 'ingest' }),
       }).register(grpcServer);
     }
+    const subscriber = feeds
+      ? new GrpcSubscribeService({
+          pool: readPool,
+          feeds,
+          deletions,
+          pageSize: config.catchupPageSize,
+          maxBufferedBytes: config.grpcSubscribeMaxBufferedBytes,
+          logBounds,
+          auth,
+          log: log.child({ stage: 'grpc-subscribe' }),
+        })
+      : undefined;
+    subscriber?.register(grpcServer);
+    if (history) {
+      new HistoryGrpcService({ history, auth, log: log.child({ stage: 'history' }) }).register(grpcServer);
+    }
     await grpcServer.start();
     closers.push(() => grpcServer.close(config.shutdownGraceMs));
+    // Closed first: Subscribe calls never end by themselves and would hold the gRPC server's grace period.
+    if (subscriber) closers.push(() => subscriber.close());
 
     log.info(
       {
@@ -145,6 +255,7 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
       grpcPort: grpcServer.port,
       httpPort: http.port,
       persister,
+      grpcSubscriber: subscriber,
       close,
       [Symbol.asyncDispose]: close,
     };

@@ -4,6 +4,8 @@
  * {@link loadConfig} builds a typed, validated, frozen {@link Config} once and fails
  * fast with every bad field named, so a misconfigured deployment never half-starts.
  */
+import { checkHmacSecret, parsePublicKey, readJwksFile, readPublicKeyPem } from './auth/keys.js';
+import { parseOriginEntry } from './auth/origin.js';
 
 export const DEFAULT_GRPC_PORT = 50051;
 export const DEFAULT_HTTP_PORT = 8080;
@@ -24,7 +26,17 @@ export const DEFAULT_WS_MAX_BUFFERED_BYTES = 16 * 1024 * 1024;
 export const DEFAULT_WS_MAX_PAYLOAD_BYTES = 64 * 1024;
 export const DEFAULT_WS_MAX_SUBSCRIPTIONS = 256;
 export const DEFAULT_WS_PING_INTERVAL_MS = 25_000;
+/** SSE keep-alive comment interval: well under the idle timeouts of proxies and the LangGraph SDK. */
+export const DEFAULT_SSE_KEEPALIVE_MS = 15_000;
+/** SSE streams (v1 and LangGraph join) per process; past it a new one is refused with 429. */
+export const DEFAULT_SSE_MAX_STREAMS = 10_000;
+/** WebSocket connections per process; past it a new one is closed with 1013 (try again later). */
+export const DEFAULT_WS_MAX_CONNECTIONS = 10_000;
+/** Bytes queued on one gRPC Subscribe call past which the subscriber is cut off as too slow. */
+export const DEFAULT_GRPC_SUBSCRIBE_MAX_BUFFERED_BYTES = 16 * 1024 * 1024;
 export const DEFAULT_SHUTDOWN_GRACE_MS = 10_000;
+/** Clock skew allowed on a token's `exp`/`nbf`; the broker honours a token this long past its `exp`. */
+export const DEFAULT_JWT_CLOCK_TOLERANCE_MS = 5_000;
 
 export type Role = 'ingest' | 'persister' | 'fanout';
 export const ALL_ROLES: readonly Role[] = ['ingest', 'persister', 'fanout'];
@@ -42,6 +54,8 @@ export interface Config {
   /** First token of every NATS subject the broker uses. */
   readonly subjectPrefix: string;
   readonly streamMaxAgeMs: number;
+  /** JetStream replicas of the log stream: 1 on a single server, 3 on a production cluster. */
+  readonly streamReplicas: number;
   readonly duplicateWindowMs: number;
   readonly maxContentBytes: number;
   readonly maxEventsPerRequest: number;
@@ -54,8 +68,26 @@ export interface Config {
   readonly wsMaxPayloadBytes: number;
   readonly wsMaxSubscriptions: number;
   readonly wsPingIntervalMs: number;
+  /** Interval of the `: keep-alive` comment on every SSE response. */
+  readonly sseKeepAliveMs: number;
+  readonly sseMaxStreams: number;
+  readonly wsMaxConnections: number;
+  readonly grpcSubscribeMaxBufferedBytes: number;
   readonly shutdownGraceMs: number;
   readonly logLevel: string;
+  /** HMAC secret (HS256/384/512). At most one of jwtSecret, jwtPublicKey, jwtJwksFile; none = open broker. */
+  readonly jwtSecret: string | undefined;
+  /** PEM text or the path of a PEM file: an RSA, EC (P-256/384/521) or Ed25519 public key. */
+  readonly jwtPublicKey: string | undefined;
+  /** Path of a JWKS file of public keys, selected by the token's `kid`; re-read when it changes. */
+  readonly jwtJwksFile: string | undefined;
+  /** Accepted `iss` values; empty = not checked. */
+  readonly jwtIssuer: readonly string[];
+  /** Accepted `aud` values (a token needs one of them); empty = not checked. */
+  readonly jwtAudience: readonly string[];
+  readonly jwtClockToleranceMs: number;
+  /** Browser origins allowed (exact or `https://*.example.com`); undefined = any origin. */
+  readonly allowedOrigins: readonly string[] | undefined;
 }
 
 export class ConfigError extends Error {
@@ -112,6 +144,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     streamName: str('RS_STREAM', DEFAULT_STREAM_NAME, /^[A-Za-z0-9_-]{1,64}$/),
     subjectPrefix: str('RS_SUBJECT_PREFIX', DEFAULT_SUBJECT_PREFIX, /^[A-Za-z0-9_-]{1,64}$/),
     streamMaxAgeMs: int('RS_STREAM_MAX_AGE_MS', DEFAULT_STREAM_MAX_AGE_MS, 60_000, 2 ** 40),
+    streamReplicas: int('RS_STREAM_REPLICAS', 1, 1, 5),
     duplicateWindowMs: int('RS_DUPLICATE_WINDOW_MS', DEFAULT_DUPLICATE_WINDOW_MS, 1000, 2 ** 40),
     maxContentBytes: int('RS_MAX_CONTENT_BYTES', DEFAULT_MAX_CONTENT_BYTES, 1024, 64 * 1024 * 1024),
     maxEventsPerRequest: int('RS_MAX_EVENTS_PER_REQUEST', DEFAULT_MAX_EVENTS_PER_REQUEST, 1, 1_000_000),
@@ -129,10 +162,111 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     wsMaxPayloadBytes: int('RS_WS_MAX_PAYLOAD_BYTES', DEFAULT_WS_MAX_PAYLOAD_BYTES, 1024, 64 * 1024 * 1024),
     wsMaxSubscriptions: int('RS_WS_MAX_SUBSCRIPTIONS', DEFAULT_WS_MAX_SUBSCRIPTIONS, 1, 1_000_000),
     wsPingIntervalMs: int('RS_WS_PING_INTERVAL_MS', DEFAULT_WS_PING_INTERVAL_MS, 100, 3_600_000),
+    sseKeepAliveMs: int('RS_SSE_KEEPALIVE_MS', DEFAULT_SSE_KEEPALIVE_MS, 10, 3_600_000),
+    sseMaxStreams: int('RS_SSE_MAX_STREAMS', DEFAULT_SSE_MAX_STREAMS, 1, 10_000_000),
+    wsMaxConnections: int('RS_WS_MAX_CONNECTIONS', DEFAULT_WS_MAX_CONNECTIONS, 1, 10_000_000),
+    grpcSubscribeMaxBufferedBytes: int(
+      'RS_GRPC_SUBSCRIBE_MAX_BUFFERED_BYTES',
+      DEFAULT_GRPC_SUBSCRIBE_MAX_BUFFERED_BYTES,
+      64 * 1024,
+      2 ** 31,
+    ),
     shutdownGraceMs: int('RS_SHUTDOWN_GRACE_MS', DEFAULT_SHUTDOWN_GRACE_MS, 0, 600_000),
     logLevel: str('LOG_LEVEL', 'info', /^(fatal|error|warn|info|debug|trace|silent)$/),
+    ...authConfig(env, problems, int),
     ...overrides,
   };
+  if (config.duplicateWindowMs > config.streamMaxAgeMs) {
+    problems.push('RS_DUPLICATE_WINDOW_MS: must not exceed RS_STREAM_MAX_AGE_MS (JetStream refuses it)');
+  }
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze(config);
+}
+
+type AuthFields =
+  | 'jwtSecret'
+  | 'jwtPublicKey'
+  | 'jwtJwksFile'
+  | 'jwtIssuer'
+  | 'jwtAudience'
+  | 'jwtClockToleranceMs'
+  | 'allowedOrigins';
+
+/** The authentication fields, with the keys checked now so a bad one stops start-up. */
+function authConfig(
+  env: Env,
+  problems: string[],
+  int: (name: string, fallback: number, min: number, max: number) => number,
+): Pick<Config, AuthFields> {
+  const opt = (name: string): string | undefined => {
+    const raw = env[name];
+    return raw === undefined || raw.trim() === '' ? undefined : raw;
+  };
+  const list = (name: string): string[] =>
+    (opt(name) ?? '')
+      .split(',')
+      .map((v) => v.trim())
+      .filter((v) => v !== '');
+  const check = (name: string, fn: () => void): void => {
+    try {
+      fn();
+    } catch (err) {
+      problems.push(`${name}: ${(err as Error).message}`);
+    }
+  };
+
+  const jwtSecret = opt('RS_JWT_SECRET');
+  const jwtPublicKey = opt('RS_JWT_PUBLIC_KEY');
+  const jwtJwksFile = opt('RS_JWT_JWKS_FILE');
+  const keys = [
+    ['RS_JWT_SECRET', jwtSecret],
+    ['RS_JWT_PUBLIC_KEY', jwtPublicKey],
+    ['RS_JWT_JWKS_FILE', jwtJwksFile],
+  ].filter(([, v]) => v !== undefined);
+  if (keys.length > 1) {
+    problems.push(`${keys.map(([n]) => n).join(', ')}: set only one JWT key source`);
+  }
+  if (jwtSecret !== undefined) check('RS_JWT_SECRET', () => checkHmacSecret(jwtSecret));
+  if (jwtPublicKey !== undefined) {
+    check('RS_JWT_PUBLIC_KEY', () => parsePublicKey(readPublicKeyPem(jwtPublicKey)));
+  }
+  if (jwtJwksFile !== undefined) check('RS_JWT_JWKS_FILE', () => readJwksFile(jwtJwksFile));
+
+  const jwtIssuer = list('RS_JWT_ISSUER');
+  const jwtAudience = list('RS_JWT_AUDIENCE');
+  if (keys.length === 0) {
+    // Claims checks without a key would look like protection while the broker runs open.
+    for (const [name, v] of [
+      ['RS_JWT_ISSUER', jwtIssuer],
+      ['RS_JWT_AUDIENCE', jwtAudience],
+    ] as const) {
+      if (v.length > 0)
+        problems.push(
+          `${name}: set, but no JWT key is (RS_JWT_SECRET, RS_JWT_PUBLIC_KEY or RS_JWT_JWKS_FILE)`,
+        );
+    }
+  }
+
+  let allowedOrigins: string[] | undefined;
+  const origins = list('RS_ALLOWED_ORIGINS');
+  if (origins.length > 0 && !origins.includes('*')) {
+    allowedOrigins = [];
+    for (const o of origins) {
+      try {
+        allowedOrigins.push(parseOriginEntry(o));
+      } catch (err) {
+        problems.push(`RS_ALLOWED_ORIGINS: ${JSON.stringify(o)} ${(err as Error).message}`);
+      }
+    }
+  }
+
+  return {
+    jwtSecret,
+    jwtPublicKey,
+    jwtJwksFile,
+    jwtIssuer,
+    jwtAudience,
+    jwtClockToleranceMs: int('RS_JWT_CLOCK_TOLERANCE_MS', DEFAULT_JWT_CLOCK_TOLERANCE_MS, 0, 300_000),
+    allowedOrigins,
+  };
 }

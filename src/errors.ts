@@ -8,6 +8,8 @@ export const ErrorCode = {
   InvalidArgument: 'RS_ERR_INVALID_ARGUMENT',
   Unauthenticated: 'RS_ERR_UNAUTHENTICATED',
   PermissionDenied: 'RS_ERR_PERMISSION_DENIED',
+  TokenExpired: 'RS_ERR_TOKEN_EXPIRED',
+  OriginNotAllowed: 'RS_ERR_ORIGIN_NOT_ALLOWED',
   NotFound: 'RS_ERR_NOT_FOUND',
   CursorAhead: 'RS_ERR_CURSOR_AHEAD',
   OffsetExpired: 'RS_ERR_OFFSET_EXPIRED',
@@ -15,6 +17,7 @@ export const ErrorCode = {
   PersistTimeout: 'RS_ERR_PERSIST_TIMEOUT',
   ResourceExhausted: 'RS_ERR_RESOURCE_EXHAUSTED',
   SlowConsumer: 'RS_ERR_SLOW_CONSUMER',
+  RunEnded: 'RS_ERR_RUN_ENDED',
   Internal: 'RS_ERR_INTERNAL',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
@@ -30,6 +33,8 @@ export const ERROR_TABLE: Readonly<Record<ErrorCode, Mapping>> = {
   RS_ERR_INVALID_ARGUMENT: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400, ws: 'invalid_argument' },
   RS_ERR_UNAUTHENTICATED: { grpc: GrpcStatus.UNAUTHENTICATED, http: 401, ws: 'unauthenticated' },
   RS_ERR_PERMISSION_DENIED: { grpc: GrpcStatus.PERMISSION_DENIED, http: 403, ws: 'permission_denied' },
+  RS_ERR_TOKEN_EXPIRED: { grpc: GrpcStatus.UNAUTHENTICATED, http: 401, ws: 'token_expired' },
+  RS_ERR_ORIGIN_NOT_ALLOWED: { grpc: GrpcStatus.PERMISSION_DENIED, http: 403, ws: 'origin_not_allowed' },
   RS_ERR_NOT_FOUND: { grpc: GrpcStatus.NOT_FOUND, http: 404, ws: 'not_found' },
   RS_ERR_CURSOR_AHEAD: { grpc: GrpcStatus.OUT_OF_RANGE, http: 416, ws: 'cursor_ahead' },
   RS_ERR_OFFSET_EXPIRED: { grpc: GrpcStatus.OUT_OF_RANGE, http: 410, ws: 'offset_expired' },
@@ -37,6 +42,7 @@ export const ERROR_TABLE: Readonly<Record<ErrorCode, Mapping>> = {
   RS_ERR_PERSIST_TIMEOUT: { grpc: GrpcStatus.DEADLINE_EXCEEDED, http: 504, ws: 'persist_timeout' },
   RS_ERR_RESOURCE_EXHAUSTED: { grpc: GrpcStatus.RESOURCE_EXHAUSTED, http: 429, ws: 'resource_exhausted' },
   RS_ERR_SLOW_CONSUMER: { grpc: GrpcStatus.RESOURCE_EXHAUSTED, http: 429, ws: 'slow_consumer' },
+  RS_ERR_RUN_ENDED: { grpc: GrpcStatus.FAILED_PRECONDITION, http: 409, ws: 'run_ended' },
   RS_ERR_INTERNAL: { grpc: GrpcStatus.INTERNAL, http: 500, ws: 'internal' },
 };
 
@@ -79,6 +85,20 @@ export class UnauthenticatedError extends RunstreamError {
   }
 }
 
+/** The bearer token's `exp` (plus the clock tolerance) has passed: get a fresh token and reconnect. */
+export class TokenExpiredError extends UnauthenticatedError {
+  override name = 'TokenExpiredError';
+  override readonly code = ErrorCode.TokenExpired;
+}
+
+/** A browser request whose `Origin` is not on `RS_ALLOWED_ORIGINS`. */
+export class OriginNotAllowedError extends RunstreamError {
+  override name = 'OriginNotAllowedError';
+  constructor(readonly origin: string) {
+    super(ErrorCode.OriginNotAllowed, `origin ${JSON.stringify(origin)} is not allowed (RS_ALLOWED_ORIGINS)`);
+  }
+}
+
 export class PermissionDeniedError extends RunstreamError {
   override name = 'PermissionDeniedError';
   constructor(message: string) {
@@ -105,6 +125,8 @@ export function toRunstreamError(err: unknown): RunstreamError {
 /** Network errors and Postgres' connection / shutdown SQLSTATEs (classes 08 and 57P). */
 function isConnectionError(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
-  if (typeof code !== 'string') return /Connection terminated|not queryable/i.test(String(err));
+  if (typeof code !== 'string') {
+    return /Connection terminated|not queryable|timeout exceeded when trying to connect/i.test(String(err));
+  }
   return /^(ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|08...|57P0.)$/.test(code);
 }

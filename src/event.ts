@@ -53,3 +53,26 @@ export function eventJson(e: StoredEvent): string {
     `,"content":${e.content_json},"metadata":${e.metadata_json}}`
   );
 }
+
+const LOG_ID = /^[A-Za-z0-9_-]{1,128}$/;
+
+/**
+ * Parses a log message and checks it has the shape ingest writes, so that a message put
+ * on the log by anything else cannot make Postgres refuse a whole batch forever.
+ */
+export function decodeLogRecord(text: string): LogRecord {
+  const r = JSON.parse(text) as Partial<Record<keyof LogRecord, unknown>>;
+  const bad = (field: string): never => {
+    throw new Error(`log record has a bad ${field}`);
+  };
+  if (typeof r.thread_id !== 'string' || !LOG_ID.test(r.thread_id)) bad('thread_id');
+  if (typeof r.run_id !== 'string' || !LOG_ID.test(r.run_id)) bad('run_id');
+  if (typeof r.event_id !== 'string' || !LOG_ID.test(r.event_id)) bad('event_id');
+  if (typeof r.user_id !== 'string' || (r.user_id !== '' && !LOG_ID.test(r.user_id))) bad('user_id');
+  if (typeof r.event_type !== 'string' || !/^[\x21-\x7e]{1,64}$/.test(r.event_type)) bad('event_type');
+  if (!(CATEGORIES as readonly unknown[]).includes(r.category)) bad('category');
+  if (typeof r.created_at !== 'string' || Number.isNaN(Date.parse(r.created_at))) bad('created_at');
+  if (typeof r.content_json !== 'string') bad('content_json');
+  if (typeof r.metadata_json !== 'string') bad('metadata_json');
+  return r as LogRecord;
+}

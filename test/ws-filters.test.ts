@@ -210,4 +210,16 @@ test("a run subscription ends after the run's terminal event, for live and late 
     [1, 2, 4, 5],
   );
   assert.equal(late.frames.filter((f) => f.type === 'live').length, 0, 'an ended run never goes live');
+
+  // Resuming at or past the terminal event ends at once instead of waiting forever.
+  for (const after of [5, 6]) {
+    const id = `resume-${after}`;
+    late.sendRaw({ type: 'subscribe', id, thread_id: t, run_id: 'run-x', after_seq: after });
+    assert.deepEqual(await late.waitFor((f) => f.type === 'end' && f.id === id, 10_000), {
+      type: 'end',
+      id,
+      run_id: 'run-x',
+      seq: 5,
+    });
+  }
 });

@@ -49,14 +49,19 @@ export const OPEN_AUTHENTICATOR: Authenticator = Object.freeze({
  * on WebSocket and EventSource requests, the `access_token` query parameter.
  */
 export function bearerFromHttp(req: IncomingMessage, url?: URL): string | undefined {
-  const header = req.headers.authorization;
-  if (header?.startsWith('Bearer ')) return header.slice(7).trim();
+  const fromHeader = bearerToken(req.headers.authorization);
+  if (fromHeader !== undefined) return fromHeader;
   return (url ?? new URL(req.url ?? '/', 'http://localhost')).searchParams.get('access_token') ?? undefined;
 }
 
 /** A bearer token from gRPC metadata (`authorization: Bearer …`). */
 export function bearerFromGrpc(metadata: Metadata): string | undefined {
   const value = metadata.get('authorization')[0];
-  const text = typeof value === 'string' ? value : value?.toString();
-  return text?.startsWith('Bearer ') ? text.slice(7).trim() : undefined;
+  return bearerToken(typeof value === 'string' ? value : value?.toString());
+}
+
+/** The token of an `Authorization` value; the scheme is case-insensitive (RFC 7235). */
+function bearerToken(value: string | undefined): string | undefined {
+  const m = value === undefined ? null : /^Bearer +(\S+) *$/i.exec(value);
+  return m?.[1];
 }

@@ -30,7 +30,18 @@ export type ServerFrame =
       cursors?: Record<string, number>;
     }
   | { type: 'unsubscribed'; id: string; seq: number }
-  | { type: 'end'; id: string; run_id: string; seq: number };
+  | { type: 'end'; id: string; run_id: string; seq: number }
+  /** The thread (no run_id) or a run the subscription covers was deleted; the subscription is over. */
+  | { type: 'deleted'; id: string; thread_id: string; run_id?: string }
+  | {
+      /** Answer to a `cancel` frame: the request is stored as this `cancel_requested` event. */
+      type: 'cancel_requested';
+      id: string;
+      thread_id: string;
+      run_id: string;
+      event_id: string;
+      offset: number;
+    };
 
 export class WsConnection implements AsyncDisposable {
   readonly ws: WebSocket;
@@ -50,9 +61,14 @@ export class WsConnection implements AsyncDisposable {
     );
   }
 
-  static open(url: string): Promise<WsConnection> {
+  /** `token` is sent as `Authorization: Bearer …`; `origin` as the Origin header (as a browser would). */
+  static open(url: string, opts: { token?: string; origin?: string } = {}): Promise<WsConnection> {
     return new Promise((resolve, reject) => {
-      const ws = new WebSocket(url, { perMessageDeflate: false });
+      const ws = new WebSocket(url, {
+        perMessageDeflate: false,
+        ...(opts.token === undefined ? {} : { headers: { authorization: `Bearer ${opts.token}` } }),
+        ...(opts.origin === undefined ? {} : { origin: opts.origin }),
+      });
       const conn = new WsConnection(ws);
       ws.once('open', () => resolve(conn));
       ws.once('error', reject);
@@ -75,6 +91,17 @@ export class WsConnection implements AsyncDisposable {
 
   unsubscribe(id: string): void {
     this.sendRaw({ type: 'unsubscribe', id });
+  }
+
+  /** Asks the run's producer to stop; answered by a `cancel_requested` or an `error` frame with this `id`. */
+  cancel(id: string, threadId: string, runId: string, reason?: string): void {
+    this.sendRaw({
+      type: 'cancel',
+      id,
+      thread_id: threadId,
+      run_id: runId,
+      ...(reason === undefined ? {} : { reason }),
+    });
   }
 
   sendRaw(frame: unknown): void {

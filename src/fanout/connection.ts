@@ -5,13 +5,32 @@
  */
 import type pg from 'pg';
 import type { WebSocket } from 'ws';
-import { ErrorCode, InvalidArgumentError, RunstreamError, toRunstreamError } from '../errors.js';
+import { watchExpiry } from '../auth/expiry.js';
+import type { Principal } from '../auth/principal.js';
+import { scopedFilter } from '../auth/scope.js';
+import {
+  ErrorCode,
+  InvalidArgumentError,
+  PermissionDeniedError,
+  RunstreamError,
+  toRunstreamError,
+} from '../errors.js';
+import { type CancelReceipt, type CancelSource, checkReason, type RunControl } from '../ingest/control.js';
 import { ID_PATTERN } from '../ingest/validate.js';
 import type { CommittedEvent } from '../log/announcements.js';
+import type { DeletionNotice } from '../log/deletion-notices.js';
 import type { ThreadFeeds } from '../log/thread-feed.js';
 import type { Logger } from '../logger.js';
 import { parseFilter } from './filter.js';
-import { deletedFrame, endFrame, errorFrame, eventFrame, liveFrame, unsubscribedFrame } from './frames.js';
+import {
+  cancelRequestedFrame,
+  deletedFrame,
+  endFrame,
+  errorFrame,
+  eventFrame,
+  liveFrame,
+  unsubscribedFrame,
+} from './frames.js';
 import {
   type DeliveredEvent,
   type LogBounds,
@@ -22,17 +41,29 @@ import {
 
 /** Close codes (4000-4999 are the application's). Documented in docs/protocol.md. */
 export const CLOSE_SLOW_CONSUMER = 4008;
+/** The connection's token expired: reconnect with a fresh one and resume from the cursors sent. */
+export const CLOSE_TOKEN_EXPIRED = 4001;
 export const CLOSE_GOING_AWAY = 1001;
+/** The process already holds its maximum of WebSocket connections (RFC 6455 "Try Again Later"). */
+export const CLOSE_TRY_AGAIN_LATER = 1013;
+/** The `on_disconnect` subscribe option that cancels the run when the client goes away. */
+export const ON_DISCONNECT_CANCEL = 'cancel';
 export const SUB_ID_MAX_LENGTH = 128;
 
 export interface ConnectionOptions {
   readonly pool: pg.Pool;
   readonly feeds: ThreadFeeds<CommittedEvent[]>;
+  /** Deletion notices: a deleted thread or run ends its subscriptions with a `deleted` frame. */
+  readonly deletions?: ThreadFeeds<DeletionNotice> | undefined;
   readonly pageSize: number;
   readonly maxSubscriptions: number;
   /** Bytes queued for the socket past which the client is cut off as too slow. */
   readonly maxBufferedBytes: number;
   readonly logBounds: () => Promise<LogBounds>;
+  /** Who authenticated at upgrade: checked on every subscribe; its expiry ends the connection. */
+  readonly principal: Principal;
+  /** Cancel requests (`cancel` frames, `on_disconnect: "cancel"`); absent: refused as unavailable. */
+  readonly control?: RunControl | undefined;
   readonly log: Logger;
 }
 
@@ -44,11 +75,17 @@ export class Connection implements SubscriptionSink {
   #queuedBytes = 0;
   #drainWaiters: (() => void)[] = [];
   #closed = false;
+  /** Set when the server closes the connection (shutdown, slow consumer, token expiry): no on_disconnect cancel then. */
+  #closedByServer = false;
+  /** Subscriptions whose run is cancelled if the client goes away while they are active. */
+  readonly #cancelOnDisconnect = new Map<Subscription, string>();
+  readonly #stopExpiry: () => void;
   alive = true;
 
   constructor(ws: WebSocket, o: ConnectionOptions) {
     this.#ws = ws;
     this.#o = o;
+    this.#stopExpiry = watchExpiry(o.principal, () => this.#expire());
     ws.on('message', (data, isBinary) => this.#onMessage(data.toString(), isBinary));
     ws.on('pong', () => {
       this.alive = true;
@@ -127,6 +164,7 @@ export class Connection implements SubscriptionSink {
     );
     this.#ws.send(frame);
     this.#o.log.info({ queuedBytes: this.#queuedBytes, cursors }, 'cut off slow consumer');
+    this.#closedByServer = true;
     this.#ws.close(CLOSE_SLOW_CONSUMER, 'slow consumer');
     this.#onClose();
   }
@@ -152,10 +190,13 @@ export class Connection implements SubscriptionSink {
         case 'unsubscribe':
           this.#unsubscribe(msg);
           return;
+        case 'cancel':
+          this.#cancel(msg);
+          return;
         default:
           throw new InvalidArgumentError(
             'type',
-            `must be "subscribe" or "unsubscribe" (got ${JSON.stringify(msg.type)})`,
+            `must be "subscribe", "unsubscribe" or "cancel" (got ${JSON.stringify(msg.type)})`,
           );
       }
     } catch (err) {
@@ -169,8 +210,12 @@ export class Connection implements SubscriptionSink {
     if (typeof msg.thread_id !== 'string' || !ID_PATTERN.test(msg.thread_id)) {
       throw new InvalidArgumentError('thread_id', 'is required and must match [A-Za-z0-9_-]{1,128}');
     }
+    if (!this.#o.principal.canRead(msg.thread_id)) {
+      throw new PermissionDeniedError(`this token may not read thread ${msg.thread_id}`);
+    }
     const start = parseStart(msg);
-    const filter = parseFilter(msg);
+    const filter = scopedFilter(parseFilter(msg), this.#o.principal);
+    const cancelOnDisconnect = this.#parseOnDisconnect(msg, filter.runId, msg.thread_id);
     if (this.#subs.has(id)) {
       throw new InvalidArgumentError(
         'id',
@@ -192,14 +237,72 @@ export class Connection implements SubscriptionSink {
       sink: this,
       pool: this.#o.pool,
       feeds: this.#o.feeds,
+      deletions: this.#o.deletions,
       pageSize: this.#o.pageSize,
       log: this.#o.log,
       onClose: (s) => {
         if (this.#subs.get(s.id) === s) this.#subs.delete(s.id);
+        this.#cancelOnDisconnect.delete(s);
       },
     });
     this.#subs.set(id, sub);
+    if (cancelOnDisconnect && filter.runId !== undefined) this.#cancelOnDisconnect.set(sub, filter.runId);
     void sub.start();
+  }
+
+  /** `on_disconnect`: `"none"` (the default) or `"cancel"`, which needs a run and the right to cancel. */
+  #parseOnDisconnect(msg: Record<string, unknown>, runId: string | undefined, threadId: string): boolean {
+    const v = msg.on_disconnect;
+    if (v === undefined || v === null || v === 'none') return false;
+    if (v !== ON_DISCONNECT_CANCEL) {
+      throw new InvalidArgumentError('on_disconnect', 'must be "cancel" or "none"');
+    }
+    if (runId === undefined) {
+      throw new InvalidArgumentError('on_disconnect', '"cancel" needs run_id: only a run can be cancelled');
+    }
+    if (!this.#o.control) {
+      throw new RunstreamError(ErrorCode.Unavailable, 'cancel is not available on this node');
+    }
+    if (!this.#o.principal.canCancel(threadId)) {
+      throw new PermissionDeniedError(`this token may not cancel runs of thread ${threadId}`);
+    }
+    return true;
+  }
+
+  /** `{"type":"cancel","id","thread_id","run_id","reason"?}`: answered by `cancel_requested` or an error frame. */
+  #cancel(msg: Record<string, unknown>): void {
+    const id = requireSubId(msg.id);
+    if (typeof msg.thread_id !== 'string' || !ID_PATTERN.test(msg.thread_id)) {
+      throw new InvalidArgumentError('thread_id', 'is required and must match [A-Za-z0-9_-]{1,128}');
+    }
+    if (typeof msg.run_id !== 'string' || !ID_PATTERN.test(msg.run_id)) {
+      throw new InvalidArgumentError('run_id', 'is required and must match [A-Za-z0-9_-]{1,128}');
+    }
+    const reason = msg.reason ?? '';
+    checkReason(reason);
+    const threadId = msg.thread_id;
+    const runId = msg.run_id;
+    this.#requestCancel(threadId, runId, reason, 'websocket').then(
+      (receipt) => this.send(cancelRequestedFrame(id, receipt)),
+      (err: unknown) => {
+        const e = toRunstreamError(err);
+        this.send(errorFrame(id, e.wsCode, e.message));
+      },
+    );
+  }
+
+  #requestCancel(
+    threadId: string,
+    runId: string,
+    reason: string,
+    source: CancelSource,
+  ): Promise<CancelReceipt> {
+    if (!this.#o.control) {
+      return Promise.reject(
+        new RunstreamError(ErrorCode.Unavailable, 'cancel is not available on this node'),
+      );
+    }
+    return this.#o.control.requestCancel({ threadId, runId, reason, source, principal: this.#o.principal });
   }
 
   #unsubscribe(msg: Record<string, unknown>): void {
@@ -226,18 +329,60 @@ export class Connection implements SubscriptionSink {
   }
 
   close(code = CLOSE_GOING_AWAY, reason = 'server shutting down'): void {
+    this.#closedByServer = true;
     this.#ws.close(code, reason);
     this.#onClose();
+  }
+
+  /** The token expired: say where each subscription stopped, so the client resumes with a new token. */
+  #expire(): void {
+    if (this.#closed) return;
+    const cursors = Object.fromEntries([...this.#subs.values()].map((s) => [s.id, s.cursor]));
+    this.#ws.send(
+      errorFrame(
+        null,
+        'token_expired',
+        'token expired; reconnect with a fresh token and resubscribe from the given seqs',
+        {
+          cursors,
+        },
+      ),
+    );
+    this.#o.log.debug({ subject: this.#o.principal.subject, cursors }, 'websocket token expired');
+    this.close(CLOSE_TOKEN_EXPIRED, 'token expired');
   }
 
   #onClose(): void {
     if (this.#closed) return;
     this.#closed = true;
+    this.#stopExpiry();
+    if (!this.#closedByServer) this.#cancelOnDisconnectRuns();
     for (const sub of [...this.#subs.values()]) sub.close();
     this.#subs.clear();
     const waiters = this.#drainWaiters;
     this.#drainWaiters = [];
     for (const w of waiters) w();
+  }
+
+  /** The client went away (closed, or stopped answering pings): cancel the runs it asked us to. */
+  #cancelOnDisconnectRuns(): void {
+    const runs = [...this.#cancelOnDisconnect]
+      .filter(([sub]) => this.#subs.get(sub.id) === sub)
+      .map(([sub, runId]) => [sub.threadId, runId] as const);
+    this.#cancelOnDisconnect.clear();
+    if (runs.length === 0) return;
+    // One after another, in subscription order: a dropped connection never floods the store.
+    void (async () => {
+      for (const [threadId, runId] of runs) {
+        await this.#requestCancel(threadId, runId, 'subscriber disconnected', 'on_disconnect').catch(
+          (err: unknown) =>
+            this.#o.log.info(
+              { err: toRunstreamError(err).message, threadId, runId },
+              'on_disconnect cancel not issued',
+            ),
+        );
+      }
+    })();
   }
 }
 

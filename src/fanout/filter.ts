@@ -14,6 +14,11 @@ export interface EventFilter {
   readonly runId: string | undefined;
   readonly categories: ReadonlySet<CategoryName> | undefined;
   readonly eventTypes: ReadonlySet<string> | undefined;
+  /**
+   * Set from a user-scoped token (never by the client): only that user's events are
+   * delivered. An event whose user is unknown does not match.
+   */
+  readonly userId?: string | undefined;
 }
 
 export const NO_FILTER: EventFilter = { runId: undefined, categories: undefined, eventTypes: undefined };
@@ -23,18 +28,25 @@ export interface FilterableEvent {
   readonly run_id: string;
   readonly category: string;
   readonly event_type: string;
+  readonly user_id?: string;
 }
 
 export function matches(f: EventFilter, e: FilterableEvent): boolean {
   return (
     (f.runId === undefined || e.run_id === f.runId) &&
     (f.categories === undefined || f.categories.has(e.category as CategoryName)) &&
-    (f.eventTypes === undefined || f.eventTypes.has(e.event_type))
+    (f.eventTypes === undefined || f.eventTypes.has(e.event_type)) &&
+    (f.userId === undefined || e.user_id === f.userId)
   );
 }
 
 export function isFiltered(f: EventFilter): boolean {
-  return f.runId !== undefined || f.categories !== undefined || f.eventTypes !== undefined;
+  return (
+    f.runId !== undefined ||
+    f.categories !== undefined ||
+    f.eventTypes !== undefined ||
+    f.userId !== undefined
+  );
 }
 
 /** Reads `run_id`, `categories`, `event_types` from a subscribe frame (or query). */

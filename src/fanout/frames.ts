@@ -34,3 +34,11 @@ export function deletedFrame(subId: string, threadId: string, runId: string | un
     ...(runId === undefined ? {} : { run_id: runId }),
   });
 }
+
+/** A cancel request was stored as the run's `cancel_requested` event and sent to its producer. */
+export function cancelRequestedFrame(
+  requestId: string,
+  r: { thread_id: string; run_id: string; event_id: string; offset: number },
+): string {
+  return JSON.stringify({ type: 'cancel_requested', id: requestId, ...r });
+}

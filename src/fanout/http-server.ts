@@ -4,17 +4,27 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
 import type pg from 'pg';
 import { WebSocketServer } from 'ws';
-import { InvalidArgumentError } from '../errors.js';
+import { authenticateHttp, rejectUpgrade, requireRead } from '../auth/http.js';
+import { OriginPolicy } from '../auth/origin.js';
+import type { Authenticator, Principal } from '../auth/principal.js';
+import { scopedFilter } from '../auth/scope.js';
+import { DEFAULT_WS_MAX_CONNECTIONS } from '../config.js';
+import { InvalidArgumentError, OriginNotAllowedError } from '../errors.js';
 import { eventJson } from '../event.js';
 import { type HttpRoute, intParam, sendError, sendJson } from '../http/util.js';
+import type { RunControl } from '../ingest/control.js';
 import { ID_PATTERN } from '../ingest/validate.js';
 import type { CommittedEvent } from '../log/announcements.js';
+import type { DeletionNotice } from '../log/deletion-notices.js';
 import type { ThreadFeeds } from '../log/thread-feed.js';
 import type { Logger } from '../logger.js';
-import { listEventsAfter } from '../persist/queries.js';
-import { Connection } from './connection.js';
+import { headSeq, listEventsAfter, listEventsPage } from '../persist/queries.js';
+import { CLOSE_TRY_AGAIN_LATER, Connection } from './connection.js';
+import { NO_FILTER } from './filter.js';
+import { errorFrame } from './frames.js';
 import type { LogBounds } from './subscription.js';
 
 export const WS_PATH = '/v1/ws';
@@ -27,16 +37,29 @@ export interface HttpServerOptions {
   readonly pool: pg.Pool;
   /** Absent on a node that does not run fan-out: no WebSocket endpoint then. */
   readonly feeds: ThreadFeeds<CommittedEvent[]> | undefined;
+  /** Deletion notices for the WebSocket subscriptions (History). */
+  readonly deletions?: ThreadFeeds<DeletionNotice> | undefined;
   readonly pageSize: number;
   readonly maxSubscriptions: number;
   readonly maxBufferedBytes: number;
   readonly maxPayloadBytes: number;
   readonly pingIntervalMs: number;
+  /**
+   * WebSocket connections held at most (default {@link DEFAULT_WS_MAX_CONNECTIONS}); past it a
+   * new one is closed with 1013 (try again later).
+   */
+  readonly maxConnections?: number;
+  /** Cancel requests from WebSocket clients; absent: `cancel` frames are refused as unavailable. */
+  readonly control?: RunControl | undefined;
   readonly logBounds: () => Promise<LogBounds>;
   /** Readiness: every dependency this node needs is reachable. */
   readonly ready: () => Promise<boolean>;
   /** Routes of other modules (history, SSE, ...), tried before the built-in ones. */
   readonly routes?: readonly HttpRoute[];
+  /** Consulted at WebSocket upgrade and by the built-in routes (other routes call it themselves). */
+  readonly auth: Authenticator;
+  /** Browser origins allowed (RS_ALLOWED_ORIGINS); undefined = any. */
+  readonly allowedOrigins: readonly string[] | undefined;
   readonly log: Logger;
 }
 
@@ -45,11 +68,13 @@ export class HttpServer implements AsyncDisposable {
   readonly #server: Server;
   readonly #wss: WebSocketServer;
   readonly #connections = new Set<Connection>();
+  readonly #origins: OriginPolicy;
   #pinger: NodeJS.Timeout | undefined;
   #closed = false;
 
   constructor(o: HttpServerOptions) {
     this.#o = o;
+    this.#origins = new OriginPolicy(o.allowedOrigins);
     this.#server = createServer((req, res) => {
       this.#route(req, res).catch((err: unknown) => {
         o.log.error({ err }, 'http handler failed');
@@ -62,25 +87,71 @@ export class HttpServer implements AsyncDisposable {
       maxPayload: o.maxPayloadBytes,
     });
     this.#server.on('upgrade', (req, socket, head) => {
-      const path = (req.url ?? '').split('?')[0];
-      if (path !== WS_PATH || !o.feeds || this.#closed) {
+      const url = new URL(req.url ?? '/', 'http://localhost');
+      if (url.pathname !== WS_PATH || !o.feeds || this.#closed) {
         socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n');
         return;
       }
-      this.#wss.handleUpgrade(req, socket, head, (ws) => {
-        const feeds = o.feeds as ThreadFeeds<CommittedEvent[]>;
-        const conn = new Connection(ws, {
-          pool: o.pool,
-          feeds,
-          pageSize: o.pageSize,
-          maxSubscriptions: o.maxSubscriptions,
-          maxBufferedBytes: o.maxBufferedBytes,
-          logBounds: o.logBounds,
-          log: o.log,
-        });
-        this.#connections.add(conn);
-        ws.on('close', () => this.#connections.delete(conn));
+      // A peer that resets while its token is being verified must not crash the process.
+      const onSocketError = (): void => {
+        socket.destroy();
+      };
+      socket.on('error', onSocketError);
+      this.#admit(req, url).then(
+        (principal) => {
+          socket.off('error', onSocketError);
+          if (this.#closed || socket.destroyed) {
+            socket.destroy();
+            return;
+          }
+          this.#upgrade(req, socket, head, principal);
+        },
+        (err: unknown) => {
+          socket.off('error', onSocketError);
+          o.log.debug({ err }, 'websocket upgrade refused');
+          rejectUpgrade(socket, err);
+        },
+      );
+    });
+  }
+
+  /** Origin, then token: refused before the handshake with 403 or 401. */
+  async #admit(req: IncomingMessage, url: URL): Promise<Principal> {
+    if (!this.#origins.allows(req.headers.origin)) throw new OriginNotAllowedError(req.headers.origin ?? '');
+    return authenticateHttp(this.#o.auth, req, url);
+  }
+
+  #upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, principal: Principal): void {
+    const o = this.#o;
+    this.#wss.handleUpgrade(req, socket, head, (ws) => {
+      const max = o.maxConnections ?? DEFAULT_WS_MAX_CONNECTIONS;
+      if (this.#connections.size >= max) {
+        // Accepted, told why, and closed: unlike a refused upgrade, a browser can see this code.
+        ws.send(
+          errorFrame(
+            null,
+            'resource_exhausted',
+            `this node holds its maximum of ${max} connections; retry later`,
+          ),
+        );
+        ws.close(CLOSE_TRY_AGAIN_LATER, 'too many connections');
+        return;
+      }
+      const feeds = o.feeds as ThreadFeeds<CommittedEvent[]>;
+      const conn = new Connection(ws, {
+        pool: o.pool,
+        feeds,
+        deletions: o.deletions,
+        pageSize: o.pageSize,
+        maxSubscriptions: o.maxSubscriptions,
+        maxBufferedBytes: o.maxBufferedBytes,
+        logBounds: o.logBounds,
+        principal,
+        control: o.control,
+        log: o.log,
       });
+      this.#connections.add(conn);
+      ws.on('close', () => this.#connections.delete(conn));
     });
   }
 
@@ -113,12 +184,17 @@ export class HttpServer implements AsyncDisposable {
       const ready = !this.#closed && (await this.#o.ready().catch(() => false));
       return sendJson(res, ready ? 200 : 503, { status: ready ? 'ready' : 'not ready' });
     }
+    // Browsers only: refuse other origins, and let allowed ones read the answers (CORS).
+    if (!this.#origins.allows(req.headers.origin)) {
+      return sendError(res, new OriginNotAllowedError(req.headers.origin ?? ''));
+    }
+    if (this.#origins.applyCors(req, res)) return;
     for (const route of this.#o.routes ?? []) {
       const match = route.pattern.exec(url.pathname);
       if (match && route.method === req.method) return route.handle(req, res, match, url);
     }
     const m = /^\/v1\/threads\/([^/]+)\/events$/.exec(url.pathname);
-    if (m && req.method === 'GET') return this.#listEvents(decodeURIComponent(m[1] as string), url, res);
+    if (m && req.method === 'GET') return this.#listEvents(decodeURIComponent(m[1] as string), url, req, res);
     if (m)
       return sendJson(res, 405, {
         error: { code: 'method_not_allowed', message: `${req.method} not allowed` },
@@ -126,14 +202,27 @@ export class HttpServer implements AsyncDisposable {
     sendJson(res, 404, { error: { code: 'not_found', message: `no route for ${url.pathname}` } });
   }
 
-  async #listEvents(threadId: string, url: URL, res: ServerResponse): Promise<void> {
+  async #listEvents(threadId: string, url: URL, req: IncomingMessage, res: ServerResponse): Promise<void> {
     try {
+      const principal = await authenticateHttp(this.#o.auth, req, url);
       if (!ID_PATTERN.test(threadId))
         throw new InvalidArgumentError('thread_id', 'must match [A-Za-z0-9_-]{1,128}');
+      requireRead(principal, threadId);
       const afterSeq = intParam(url, 'after_seq', 0, 0, Number.MAX_SAFE_INTEGER);
       const limit = intParam(url, 'limit', DEFAULT_PAGE_LIMIT, 1, MAX_PAGE_LIMIT);
-      const events = await listEventsAfter(this.#o.pool, threadId, afterSeq, limit);
-      const next = events.length > 0 ? (events[events.length - 1]?.seq ?? afterSeq) : afterSeq;
+      const filter = scopedFilter(NO_FILTER, principal);
+      let events: Awaited<ReturnType<typeof listEventsAfter>>;
+      let next: number;
+      if (filter === NO_FILTER) {
+        events = await listEventsAfter(this.#o.pool, threadId, afterSeq, limit);
+        next = events.length > 0 ? (events[events.length - 1]?.seq ?? afterSeq) : afterSeq;
+      } else {
+        // A user-scoped read skips other users' events; next_after_seq still covers what was skipped.
+        const upto = await headSeq(this.#o.pool, threadId);
+        events = await listEventsPage(this.#o.pool, { threadId, afterSeq, uptoSeq: upto, filter, limit });
+        next =
+          events.length === limit ? (events[events.length - 1]?.seq ?? afterSeq) : Math.max(afterSeq, upto);
+      }
       const body = `{"events":[${events.map(eventJson).join(',')}],"next_after_seq":${next}}`;
       res.writeHead(200, { 'content-type': 'application/json; charset=utf-8' }).end(body);
     } catch (err) {

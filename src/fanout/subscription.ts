@@ -5,17 +5,20 @@
  * then goes live. The seam is closed by seq: the cursor is the last seq delivered, an
  * event at or below it is a duplicate and skipped, one above cursor+1 reveals a hole,
  * which is filled from Postgres before anything after it is sent. So the client gets
- * after_seq+1, after_seq+2, ... with no gap and no duplicate, whatever the timing.
+ * after_seq+1, after_seq+2, ... with no gap and no duplicate, whatever the timing. The
+ * one exception is deletion (History): a deleted run's seqs are skipped, never reused.
  */
 import type pg from 'pg';
 import { ErrorCode, RunstreamError, toRunstreamError } from '../errors.js';
 import { eventJson } from '../event.js';
 import type { CommittedEvent } from '../log/announcements.js';
+import type { DeletionNotice } from '../log/deletion-notices.js';
 import type { ThreadFeeds } from '../log/thread-feed.js';
 import type { Logger } from '../logger.js';
 import { headSeq, listEventsPage, seqAtOffset } from '../persist/queries.js';
 import { isTerminal } from '../run-lifecycle.js';
 import { type EventFilter, type FilterableEvent, isFiltered, matches } from './filter.js';
+import { runTerminal } from './run-status.js';
 
 /**
  * Where a subscription delivers, whatever the transport (WebSocket, SSE, gRPC): each
@@ -66,6 +69,12 @@ export interface SubscriptionOptions {
   readonly sink: SubscriptionSink;
   readonly pool: pg.Pool;
   readonly feeds: ThreadFeeds<CommittedEvent[]>;
+  /**
+   * Deletion notices (History): the subscription ends with {@link SubscriptionSink.deleted}
+   * when its thread, or the run it covers, is deleted. Listened to before Postgres is
+   * read, so a delete committed after the catch-up's reads is always noticed.
+   */
+  readonly deletions?: ThreadFeeds<DeletionNotice> | undefined;
   readonly pageSize: number;
   readonly log: Logger;
   /** Called once when the subscription ends, whatever the reason. */
@@ -88,6 +97,7 @@ export class Subscription {
   #buffer: CommittedEvent[] = [];
   readonly #filtered: boolean;
   #unlisten: (() => void) | undefined;
+  #unlistenDeletions: (() => void) | undefined;
 
   constructor(o: SubscriptionOptions) {
     this.#o = o;
@@ -139,10 +149,25 @@ export class Subscription {
     try {
       this.#unlisten = await this.#o.feeds.listen(this.threadId, (events) => this.#onLive(events));
       if (this.#closed) return this.close();
+      if (this.#o.deletions) {
+        this.#unlistenDeletions = await this.#o.deletions.listen(this.threadId, (n) =>
+          this.deleted(n.run_id),
+        );
+        if (this.#closed) return this.close();
+      }
       await this.#resolveStart();
       this.#repairing = true;
       await this.#catchUp();
       if (this.#closed) return;
+      const runId = this.#o.filter.runId;
+      if (runId !== undefined) {
+        // Resumed at or past the run's end: catch-up met no terminal event, yet there is one.
+        const terminal = await runTerminal(this.#o.pool, this.threadId, runId);
+        if (terminal && terminal.seq <= this.cursor) {
+          this.#o.sink.end(this, runId, terminal.seq);
+          return this.close();
+        }
+      }
       this.#o.sink.live(this, this.cursor);
       this.#live = true;
       await this.#drainBuffer();
@@ -152,13 +177,17 @@ export class Subscription {
   }
 
   /**
-   * Reads Postgres from the cursor until it has nothing more, pacing by the socket. A
-   * filtered read returns only matching rows, so it is bounded by the head read first:
-   * everything up to it has been passed, delivered or skipped.
+   * Reads Postgres from the cursor until it has nothing more, pacing by the socket, and
+   * ends at the head read first: everything up to it has been passed, delivered or
+   * skipped. A filtered read returns only matching rows, so it is also bounded by it.
    */
   async #catchUp(): Promise<void> {
     const { pool, pageSize, sink, filter } = this.#o;
-    const upto = this.#filtered ? await headSeq(pool, this.threadId) : undefined;
+    // Read first: every seq up to the head is committed, so what the reads below do not
+    // return of it was filtered out or deleted, and the cursor passes it. (A hole a deleted
+    // run left, even at the tail, so never stalls a catch-up or a gap repair.)
+    const head = await headSeq(pool, this.threadId);
+    const upto = this.#filtered ? head : undefined;
     for (;;) {
       await sink.drained();
       if (this.#closed || sink.closed) return;
@@ -173,23 +202,19 @@ export class Subscription {
       for (const e of page) {
         if (sink.backlogged) await sink.drained();
         if (this.#closed || sink.closed) return;
-        if (!this.#filtered && e.seq !== this.cursor + 1) {
-          throw new RunstreamError(
-            ErrorCode.Internal,
-            `seq ${this.cursor + 1} of ${this.threadId} is missing`,
-          );
-        }
+        // No contiguity check: deleting a run leaves a hole, and Postgres order is the truth.
         this.#pass({
           seq: e.seq,
           run_id: e.run_id,
           category: e.category,
           event_type: e.event_type,
+          user_id: e.user_id,
           json: () => eventJson(e),
         });
         if (this.#closed) return;
       }
       if (page.length < pageSize) {
-        if (upto !== undefined && upto > this.cursor) this.cursor = upto;
+        if (head > this.cursor) this.cursor = head;
         return;
       }
     }
@@ -287,9 +312,18 @@ export class Subscription {
     this.#buffer = [];
     this.#unlisten?.();
     this.#unlisten = undefined;
+    this.#unlistenDeletions?.();
+    this.#unlistenDeletions = undefined;
   }
 }
 
 function committed(e: CommittedEvent): DeliveredEvent {
-  return { seq: e.seq, run_id: e.run_id, category: e.category, event_type: e.event_type, json: () => e.json };
+  return {
+    seq: e.seq,
+    run_id: e.run_id,
+    category: e.category,
+    event_type: e.event_type,
+    user_id: e.user_id,
+    json: () => e.json,
+  };
 }

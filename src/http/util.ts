@@ -22,8 +22,10 @@ export function sendJson(res: ServerResponse, status: number, body: unknown): vo
 /** Reports any error with its HTTP status and `{"error":{"code","message"}}`. */
 export function sendError(res: ServerResponse, err: unknown): void {
   const e = toRunstreamError(err);
-  if (!res.headersSent) sendJson(res, e.httpStatus, { error: { code: e.wsCode, message: e.message } });
-  else res.end();
+  if (res.headersSent) return void res.end();
+  // RFC 6750: a 401 names the scheme the client should authenticate with.
+  if (e.httpStatus === 401) res.setHeader('www-authenticate', 'Bearer realm="runstream"');
+  sendJson(res, e.httpStatus, { error: { code: e.wsCode, message: e.message } });
 }
 
 /** An integer query parameter in [min, max], or the fallback when absent. */

@@ -2,7 +2,15 @@
  * `runstream.v1.Ingest`: agents publish the events of their runs here.
  */
 import * as grpc from '@grpc/grpc-js';
-import { InvalidArgumentError, toRunstreamError } from '../errors.js';
+import { watchExpiry } from '../auth/expiry.js';
+import { type Authenticator, bearerFromGrpc, type Principal } from '../auth/principal.js';
+import {
+  InvalidArgumentError,
+  PermissionDeniedError,
+  TokenExpiredError,
+  toRunstreamError,
+} from '../errors.js';
+import type { LogRecord } from '../event.js';
 import type { EventAck } from '../gen/runstream/v1/EventAck.js';
 import type { IngestHandlers } from '../gen/runstream/v1/Ingest.js';
 import type { PublishRequest__Output } from '../gen/runstream/v1/PublishRequest.js';
@@ -11,6 +19,7 @@ import type { GrpcServer } from '../grpc/server.js';
 import type { LogPublisher } from '../log/publisher.js';
 import type { Logger } from '../logger.js';
 import { loadProto } from '../proto.js';
+import { type ControlFeeds, StreamControls } from './control.js';
 import type { PersistWaiter } from './persist-waiter.js';
 import { type ValidationLimits, validateEvents } from './validate.js';
 
@@ -22,7 +31,11 @@ export interface IngestServiceOptions {
   readonly publisher: LogPublisher;
   readonly waiter: PersistWaiter;
   readonly limits: ValidationLimits;
+  /** Checks the `authorization` metadata of every call and each event's thread. */
+  readonly auth: Authenticator;
   readonly log: Logger;
+  /** Control messages (cancel) for the runs a PublishStream publishes; none: no controls sent. */
+  readonly controls?: ControlFeeds | undefined;
 }
 
 /** A request whose events have been handed to the log; `result` settles with its response. */
@@ -42,7 +55,9 @@ export class IngestService {
   register(server: GrpcServer): void {
     const handlers: IngestHandlers = {
       Publish: (call, callback) => {
-        this.#issue(call.request)
+        this.#o.auth
+          .authenticate(bearerFromGrpc(call.metadata))
+          .then((principal) => this.#issue(call.request, principal))
           .then((issued) => issued.result)
           .then(
             (response) => callback(null, response),
@@ -59,12 +74,18 @@ export class IngestService {
    * been *issued* (so the next request's events land after these), with the promise of
    * the response.
    */
-  async #issue(req: PublishRequest__Output): Promise<Issued> {
+  async #issue(
+    req: PublishRequest__Output,
+    principal: Principal,
+    onValidated?: (records: LogRecord[]) => void,
+  ): Promise<Issued> {
     const ack = req.ack as string | number;
     if (ack !== 'ACK_LEVEL_UNSPECIFIED' && ack !== 'ACCEPTED' && ack !== 'PERSISTED') {
       throw new InvalidArgumentError('ack', `unknown ack level ${String(ack)}`);
     }
     const records = validateEvents(req.events, this.#o.limits);
+    authorizePublish(records, principal);
+    onValidated?.(records);
     const pending = ack === 'PERSISTED' ? await this.#o.waiter.prepare(records) : undefined;
     const published = this.#o.publisher.publish(records);
     const result = (async (): Promise<PublishResponse> => {
@@ -91,24 +112,48 @@ export class IngestService {
     let respondChain: Promise<void> = Promise.resolve();
     let inFlight = 0;
     let failed = false;
+    let ended = false;
     let index = 0;
+    // Controls for this stream's runs go out between acks: `control` set, `acks` empty.
+    const controls =
+      this.#o.controls &&
+      new StreamControls(this.#o.controls, (control) => {
+        if (!failed && !ended) call.write({ acks: [], control });
+      });
+    const observe = controls && ((records: LogRecord[]) => controls.observe(records));
+    // Authenticated once, from the call's metadata; the stream ends when the token expires.
+    let stopExpiry = (): void => undefined;
+    const fail = (err: unknown, prefix = ''): void => {
+      if (failed) return;
+      failed = true;
+      stopExpiry();
+      controls?.close();
+      const status = this.#toStatus(err, 'PublishStream');
+      call.emit('error', { ...status, details: `${prefix}${status.details}` });
+    };
+    const principal = this.#o.auth.authenticate(bearerFromGrpc(call.metadata));
+    principal.then(
+      (p) => {
+        if (failed || ended) return;
+        stopExpiry = watchExpiry(p, () => {
+          if (!ended) fail(new TokenExpiredError('token expired; reopen the stream with a fresh token'));
+        });
+      },
+      (err: unknown) => fail(err),
+    );
 
     call.on('data', (req: PublishRequest__Output) => {
       if (failed) return;
       const n = index++;
       if (++inFlight >= STREAM_MAX_IN_FLIGHT) call.pause();
-      const issued = issueChain.then(() => this.#issue(req));
+      const issued = issueChain.then(async () => this.#issue(req, await principal, observe));
       issueChain = issued.catch(() => undefined);
       respondChain = respondChain.then(async () => {
         try {
           const response = await (await issued).result;
           if (!failed) call.write(response);
         } catch (err) {
-          if (!failed) {
-            failed = true;
-            const status = this.#toStatus(err, 'PublishStream');
-            call.emit('error', { ...status, details: `request ${n}: ${status.details}` });
-          }
+          fail(err, `request ${n}: `);
         } finally {
           if (--inFlight < STREAM_MAX_IN_FLIGHT) call.resume();
         }
@@ -116,11 +161,21 @@ export class IngestService {
     });
     call.on('end', () => {
       void respondChain.then(() => {
-        if (!failed) call.end();
+        stopExpiry();
+        controls?.close();
+        if (!failed && !ended) call.end();
+        ended = true;
       });
     });
     call.on('error', () => {
       failed = true;
+      stopExpiry();
+      controls?.close();
+    });
+    call.on('cancelled', () => {
+      failed = true;
+      stopExpiry();
+      controls?.close();
     });
   }
 
@@ -130,5 +185,25 @@ export class IngestService {
       this.#o.log.warn({ err, method }, 'publish failed');
     }
     return { code: e.grpcStatus, details: e.message };
+  }
+}
+
+/**
+ * Refuses the whole request when any event is for a thread the token may not publish to,
+ * or, for a user-scoped token, carries another user's `user_id`.
+ */
+function authorizePublish(records: readonly LogRecord[], principal: Principal): void {
+  for (let i = 0; i < records.length; i++) {
+    const r = records[i] as LogRecord;
+    if (!principal.canPublish(r.thread_id)) {
+      throw new PermissionDeniedError(
+        `events[${i}].thread_id: this token may not publish to thread ${r.thread_id}`,
+      );
+    }
+    if (principal.userId !== undefined && r.user_id !== principal.userId) {
+      throw new PermissionDeniedError(
+        `events[${i}].user_id: this token may only publish events of user ${principal.userId}`,
+      );
+    }
   }
 }

@@ -1,8 +1,8 @@
 /**
  * What the persister tells the rest of the cluster after each commit, on core NATS.
  *
- * - events subject: the newly stored events, one client-facing JSON text per line
- *   (JSON text never holds a raw newline), each starting with `{"seq":N,`;
+ * - events subject: the newly stored events, client-facing JSON texts separated by
+ *   {@link EVENT_SEPARATOR}, each starting with `{"seq":N,`;
  * - receipts subject: `[[event_id, seq, offset], ...]` for every message of the batch,
  *   duplicates included, for PERSISTED acks.
  */
@@ -16,13 +16,22 @@ export interface CommittedEvent {
   readonly run_id: string;
   readonly category: string;
   readonly event_type: string;
+  /** For user-scoped subscriptions (tokens with a `user_id` claim). */
+  readonly user_id: string;
   readonly json: string;
 }
 
 const SEQ_PREFIX = '{"seq":';
 
+/**
+ * Between events in an announcement: the RFC 7464 record separator. The producer's JSON
+ * text may hold raw newlines (whitespace between tokens), but never a raw 0x1E: JSON
+ * allows no such whitespace, and control characters inside strings must be escaped.
+ */
+export const EVENT_SEPARATOR = '\x1e';
+
 export function encodeEvents(events: readonly StoredEvent[]): string {
-  return events.map(eventJson).join('\n');
+  return events.map(eventJson).join(EVENT_SEPARATOR);
 }
 
 /**
@@ -38,19 +47,19 @@ export function chunkEvents(events: readonly StoredEvent[], maxBytes: number): s
     const line = eventJson(e);
     const size = Buffer.byteLength(line) + 1;
     if (lines.length > 0 && bytes + size > maxBytes) {
-      chunks.push(lines.join('\n'));
+      chunks.push(lines.join(EVENT_SEPARATOR));
       lines = [];
       bytes = 0;
     }
     lines.push(line);
     bytes += size;
   }
-  if (lines.length > 0) chunks.push(lines.join('\n'));
+  if (lines.length > 0) chunks.push(lines.join(EVENT_SEPARATOR));
   return chunks;
 }
 
 export function decodeEvents(msg: Msg): CommittedEvent[] {
-  return msg.string().split('\n').map(decodeEventHeader);
+  return msg.string().split(EVENT_SEPARATOR).map(decodeEventHeader);
 }
 
 /**
@@ -67,8 +76,9 @@ export function decodeEventHeader(json: string): CommittedEvent {
   };
   const [run_id, afterRun] = between(',"run_id":"', '"');
   const [eventType, afterType] = between(',"event_type":', ',"category":"', afterRun);
-  const [category] = between(',"category":"', '"', afterType);
-  return { seq, run_id, category, event_type: JSON.parse(eventType) as string, json };
+  const [category, afterCategory] = between(',"category":"', '"', afterType);
+  const [user_id] = between(',"user_id":"', '"', afterCategory);
+  return { seq, run_id, category, event_type: JSON.parse(eventType) as string, user_id, json };
 }
 
 export function encodeReceipts(receipts: readonly Receipt[]): string {

@@ -10,6 +10,7 @@ export interface LogStreamOptions {
   readonly subjects: Subjects;
   readonly maxAgeMs: number;
   readonly duplicateWindowMs: number;
+  readonly replicas: number;
 }
 
 /** Creates the log stream, or updates its limits when it exists. Safe to run from many processes. */
@@ -22,7 +23,7 @@ export async function ensureLogStream(jsm: JetStreamManager, o: LogStreamOptions
     discard: DiscardPolicy.Old,
     max_age: nanos(o.maxAgeMs),
     duplicate_window: nanos(o.duplicateWindowMs),
-    num_replicas: 1,
+    num_replicas: o.replicas,
   };
   try {
     const info = await jsm.streams.info(o.streamName);

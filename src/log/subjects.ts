@@ -4,6 +4,8 @@
  * - `<prefix>.log.<thread>.<run>`   ingest log (JetStream), one subject per thread and run
  * - `<prefix>.ev.<thread>`          committed events, for fan-out (core NATS)
  * - `<prefix>.rcpt.<thread>`        commit receipts, for PERSISTED acks (core NATS)
+ * - `<prefix>.ctl.<thread>.<run>`   control messages for a run's producer, e.g. cancel (core NATS)
+ * - `<prefix>.del.<thread>`         deletion notices: the thread or one of its runs was deleted (core NATS)
  */
 export class Subjects {
   constructor(readonly prefix: string) {}
@@ -15,6 +17,10 @@ export class Subjects {
   log(threadId: string, runId: string): string {
     return `${this.prefix}.log.${threadId}.${runId}`;
   }
+  /** Every log subject of a thread (all its runs), for purging a deleted thread. */
+  logOfThread(threadId: string): string {
+    return `${this.prefix}.log.${threadId}.>`;
+  }
   /** Thread id from a log subject. */
   threadOfLog(subject: string): string {
     const start = this.prefix.length + 5;
@@ -25,6 +31,14 @@ export class Subjects {
   }
   receipts(threadId: string): string {
     return `${this.prefix}.rcpt.${threadId}`;
+  }
+  /** Deletion notices of a thread, for the subscriptions on it (log/deletion-notices.ts). */
+  deletions(threadId: string): string {
+    return `${this.prefix}.del.${threadId}`;
+  }
+  /** Control messages (cancel requests) for the producer of a run. */
+  control(threadId: string, runId: string): string {
+    return `${this.prefix}.ctl.${threadId}.${runId}`;
   }
 }
 

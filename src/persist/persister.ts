@@ -16,7 +16,8 @@ import { randomBytes } from 'node:crypto';
 import { type ConsumerMessages, DeliverPolicy, type JetStreamClient, type JsMsg } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type pg from 'pg';
-import type { LogRecord } from '../event.js';
+import { decodeLogRecord, type LogRecord } from '../event.js';
+import type { LogBounds } from '../fanout/subscription.js';
 import { chunkEvents, encodeReceipts } from '../log/announcements.js';
 import type { Subjects } from '../log/subjects.js';
 import type { Logger } from '../logger.js';
@@ -39,6 +40,8 @@ export interface PersisterOptions {
   readonly streamName: string;
   /** Most log messages stored in one batch. */
   readonly batchMax: number;
+  /** The log's current extent, to check the checkpoint against at start. */
+  readonly logBounds: () => Promise<LogBounds>;
   readonly log: Logger;
 }
 
@@ -70,6 +73,21 @@ export class Persister implements AsyncDisposable {
 
   async start(): Promise<void> {
     this.position = await readCheckpoint(this.#o.pool, this.#o.streamName);
+    const bounds = await this.#o.logBounds();
+    if (this.position > bounds.last) {
+      // The stream was recreated under the same name: its sequences start again at 1.
+      // Replaying it whole is safe (whatever is stored comes back as a duplicate).
+      this.#o.log.warn(
+        { checkpoint: this.position, logLast: bounds.last },
+        'checkpoint is past the log; replaying it whole',
+      );
+      this.position = 0;
+    } else if (this.position + 1 < bounds.first) {
+      this.#o.log.error(
+        { checkpoint: this.position, logFirst: bounds.first, lost: bounds.first - this.position - 1 },
+        'log messages expired (stream max age / limits) before they were persisted',
+      );
+    }
     this.#lastQueued = this.position;
     const first = await this.#openConsumer();
     this.#reading = this.#readForever(first);
@@ -140,9 +158,7 @@ export class Persister implements AsyncDisposable {
     for (const m of batch) {
       let record: LogRecord;
       try {
-        record = JSON.parse(m.string()) as LogRecord;
-        if (typeof record.thread_id !== 'string' || typeof record.event_id !== 'string')
-          throw new Error('bad shape');
+        record = decodeLogRecord(m.string());
       } catch (err) {
         // Not something ingest wrote: nothing to store, and it must not block the log.
         this.#o.log.error({ err, subject: m.subject, offset: m.seq }, 'skipping undecodable log message');

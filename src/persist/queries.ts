@@ -58,6 +58,10 @@ export interface PageQuery {
   readonly afterSeq: number;
   /** Inclusive upper bound, or none. */
   readonly uptoSeq?: number | undefined;
+  /** Exclusive upper bound, or none (History's `before_seq`). */
+  readonly beforeSeq?: number | undefined;
+  /** Newest first: the page ends `limit` events below the upper bound ("load earlier"). */
+  readonly descending?: boolean | undefined;
   readonly filter: EventFilter;
   /** With a run filter: also return the run's terminal lifecycle events, whatever the other filters. */
   readonly withTerminal?: boolean;
@@ -76,11 +80,14 @@ export async function listEventsPage(db: pg.Pool | pg.ClientBase, q: PageQuery):
     return `$${values.length}`;
   };
   if (q.uptoSeq !== undefined) where.push(`seq <= ${param(q.uptoSeq)}`);
+  if (q.beforeSeq !== undefined) where.push(`seq < ${param(q.beforeSeq)}`);
   if (q.filter.runId !== undefined) where.push(`run_id = ${param(q.filter.runId)}`);
   const narrow: string[] = [];
   if (q.filter.categories)
     narrow.push(`category = ANY(${param([...q.filter.categories].map((c) => CATEGORY_NUMBER[c]))}::int2[])`);
   if (q.filter.eventTypes) narrow.push(`event_type = ANY(${param([...q.filter.eventTypes])}::text[])`);
+  // Inside `narrow`: a user-scoped run subscription still sees the run's terminal event, so it ends.
+  if (q.filter.userId !== undefined) narrow.push(`user_id = ${param(q.filter.userId)}`);
   if (narrow.length > 0) {
     const terminal =
       q.withTerminal && q.filter.runId !== undefined
@@ -89,7 +96,7 @@ export async function listEventsPage(db: pg.Pool | pg.ClientBase, q: PageQuery):
     where.push(`((${narrow.join(' AND ')})${terminal})`);
   }
   const { rows } = await db.query<EventRow>(
-    `SELECT ${EVENT_COLUMNS} FROM run_events WHERE ${where.join(' AND ')} ORDER BY seq LIMIT ${param(q.limit)}`,
+    `SELECT ${EVENT_COLUMNS} FROM run_events WHERE ${where.join(' AND ')} ORDER BY seq${q.descending ? ' DESC' : ''} LIMIT ${param(q.limit)}`,
     values,
   );
   return rows.map(toStored);
@@ -109,11 +116,15 @@ export async function seqAtOffset(
   return rows[0] ? Number(rows[0].seq) : undefined;
 }
 
-/** Highest seq of a thread; 0 when it has no events. */
+/**
+ * Highest seq a thread ever had; 0 when it never had an event. Deleting the thread's
+ * tail does not lower it (thread_heads, migration 0004): later events continue above it.
+ */
 export async function headSeq(db: pg.Pool | pg.ClientBase, threadId: string): Promise<number> {
   const { rows } = await db.query<{ head: string | null }>({
     name: 'rs_head',
-    text: 'SELECT max(seq) AS head FROM run_events WHERE thread_id = $1',
+    text: `SELECT GREATEST((SELECT max(seq) FROM run_events WHERE thread_id = $1),
+                           (SELECT head_seq FROM thread_heads WHERE thread_id = $1)) AS head`,
     values: [threadId],
   });
   return Number(rows[0]?.head ?? 0);

@@ -6,10 +6,14 @@
  *     after it take their snapshots once every earlier writer of the thread has committed;
  *  2. find which event_ids are already stored (redeliveries, retries), and the head seq;
  *  3. insert the new ones in one statement (`unnest`) with seq = head+1, head+2, ...
+ *  4. move the thread's head and fold the events into their runs, in one statement (runs.ts).
+ * Events of a thread or run deleted after they entered the log are dropped (deletions.ts).
  * `UNIQUE (thread_id, seq)` and `UNIQUE (thread_id, event_id)` are the backstops.
  */
 import type pg from 'pg';
 import { CATEGORY_NUMBER, type LogRecord, type StoredEvent } from '../event.js';
+import { deletedInBatch } from './deletions.js';
+import { recordBatch } from './runs.js';
 
 export interface PendingEvent {
   readonly record: LogRecord;
@@ -35,11 +39,17 @@ export interface ThreadBatchResult {
 const LOCK_SQL = 'SELECT pg_advisory_xact_lock(hashtextextended($1, 0))';
 
 // Head of the thread (event_id NULL) plus the rows that already hold any of the batch's ids.
+// The head is the one kept in thread_heads, which deleting the thread's tail does not lower
+// (seqs are never reused); its row also carries the thread's deletion horizons (deletions.ts).
 const EXISTING_SQL = `
-  SELECT NULL::text AS event_id, COALESCE(max(seq), 0)::int8 AS seq, NULL::int8 AS stream_offset
-    FROM run_events WHERE thread_id = $1
+  SELECT NULL::text AS event_id,
+         GREATEST((SELECT COALESCE(max(seq), 0) FROM run_events WHERE thread_id = $1),
+                  COALESCE(h.head_seq, 0))::int8 AS seq,
+         COALESCE(h.deleted_upto_offset, 0)::int8 AS stream_offset,
+         COALESCE(h.run_deleted_upto_offset, 0)::int8 AS run_horizon
+    FROM (SELECT $1::text AS thread_id) t LEFT JOIN thread_heads h USING (thread_id)
   UNION ALL
-  SELECT event_id, seq, stream_offset
+  SELECT event_id, seq, stream_offset, NULL::int8
     FROM run_events WHERE thread_id = $1 AND event_id = ANY($2::text[])`;
 
 const INSERT_SQL = `
@@ -66,16 +76,20 @@ export async function storeThreadBatch(
       event_id: string | null;
       seq: string;
       stream_offset: string | null;
+      run_horizon: string | null;
     }>({
       name: 'rs_existing',
       text: EXISTING_SQL,
       values: [threadId, ids],
     });
     let head = 0;
+    let horizons = { thread: 0, runs: 0 };
     const known = new Map<string, Receipt>();
     for (const row of existing.rows) {
-      if (row.event_id === null) head = Number(row.seq);
-      else
+      if (row.event_id === null) {
+        head = Number(row.seq);
+        horizons = { thread: Number(row.stream_offset), runs: Number(row.run_horizon) };
+      } else
         known.set(row.event_id, {
           event_id: row.event_id,
           seq: Number(row.seq),
@@ -83,6 +97,7 @@ export async function storeThreadBatch(
         });
     }
 
+    const deleted = await deletedInBatch(client, threadId, batch, horizons);
     const fresh: PendingEvent[] = [];
     const receipts: Receipt[] = new Array(batch.length);
     const inserted: StoredEvent[] = [];
@@ -91,6 +106,11 @@ export async function storeThreadBatch(
       const prior = known.get(p.record.event_id);
       if (prior) {
         receipts[i] = prior;
+        continue;
+      }
+      if (deleted.has(i)) {
+        // Its thread or run was deleted after it entered the log: it is never stored (seq 0).
+        receipts[i] = { event_id: p.record.event_id, seq: 0, offset: p.offset };
         continue;
       }
       const seq = head + fresh.length + 1;
@@ -143,6 +163,7 @@ export async function storeThreadBatch(
           cols.offset,
         ],
       });
+      await recordBatch(client, threadId, head + n, inserted);
     }
     await client.query('COMMIT');
     return { inserted, receipts };

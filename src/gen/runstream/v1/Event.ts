@@ -1,4 +1,4 @@
-// Original file: proto/runstream/v1/runstream.proto
+// Original file: runstream/v1/runstream.proto
 
 import type { Category as _runstream_v1_Category, Category__Output as _runstream_v1_Category__Output } from '../../runstream/v1/Category.js';
 import type { Timestamp as _google_protobuf_Timestamp, Timestamp__Output as _google_protobuf_Timestamp__Output } from '../../google/protobuf/Timestamp.js';

@@ -1,4 +1,4 @@
-// Original file: proto/runstream/v1/runstream.proto
+// Original file: runstream/v1/runstream.proto
 
 import type { Long } from '@grpc/proto-loader';
 

@@ -1,4 +1,4 @@
-// Original file: proto/runstream/v1/runstream.proto
+// Original file: runstream/v1/runstream.proto
 
 import type * as grpc from '@grpc/grpc-js'
 import type { MethodDefinition } from '@grpc/proto-loader'

@@ -1,4 +1,4 @@
-// Original file: proto/runstream/v1/runstream.proto
+// Original file: runstream/v1/runstream.proto
 
 import type { Event as _runstream_v1_Event, Event__Output as _runstream_v1_Event__Output } from '../../runstream/v1/Event.js';
 import type { AckLevel as _runstream_v1_AckLevel, AckLevel__Output as _runstream_v1_AckLevel__Output } from '../../runstream/v1/AckLevel.js';

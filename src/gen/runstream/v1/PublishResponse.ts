@@ -1,11 +1,14 @@
-// Original file: proto/runstream/v1/runstream.proto
+// Original file: runstream/v1/runstream.proto
 
 import type { EventAck as _runstream_v1_EventAck, EventAck__Output as _runstream_v1_EventAck__Output } from '../../runstream/v1/EventAck.js';
+import type { Control as _runstream_v1_Control, Control__Output as _runstream_v1_Control__Output } from '../../runstream/v1/Control.js';
 
 export interface PublishResponse {
   'acks'?: (_runstream_v1_EventAck)[];
+  'control'?: (_runstream_v1_Control | null);
 }
 
 export interface PublishResponse__Output {
   'acks': (_runstream_v1_EventAck__Output)[];
+  'control': (_runstream_v1_Control__Output | null);
 }

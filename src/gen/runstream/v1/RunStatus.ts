@@ -1,0 +1,29 @@
+// Original file: runstream/v1/history.proto
+
+export const RunStatus = {
+  RUN_STATUS_UNSPECIFIED: 'RUN_STATUS_UNSPECIFIED',
+  RUN_STATUS_PENDING: 'RUN_STATUS_PENDING',
+  RUN_STATUS_RUNNING: 'RUN_STATUS_RUNNING',
+  RUN_STATUS_SUCCESS: 'RUN_STATUS_SUCCESS',
+  RUN_STATUS_ERROR: 'RUN_STATUS_ERROR',
+  RUN_STATUS_INTERRUPTED: 'RUN_STATUS_INTERRUPTED',
+  RUN_STATUS_CANCELLED: 'RUN_STATUS_CANCELLED',
+} as const;
+
+export type RunStatus =
+  | 'RUN_STATUS_UNSPECIFIED'
+  | 0
+  | 'RUN_STATUS_PENDING'
+  | 1
+  | 'RUN_STATUS_RUNNING'
+  | 2
+  | 'RUN_STATUS_SUCCESS'
+  | 3
+  | 'RUN_STATUS_ERROR'
+  | 4
+  | 'RUN_STATUS_INTERRUPTED'
+  | 5
+  | 'RUN_STATUS_CANCELLED'
+  | 6
+
+export type RunStatus__Output = typeof RunStatus[keyof typeof RunStatus]

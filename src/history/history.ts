@@ -1,0 +1,155 @@
+/**
+ * The History operations, independent of transport: gRPC (grpc-service.ts) and HTTP
+ * (http-routes.ts) parse their requests into these queries and render the results.
+ *
+ * Every operation takes the caller's {@link Principal}: reads need `canRead(thread)`,
+ * deletes `canRead` and `canPublish`. A principal scoped to a user forces the user scope
+ * (`user_id`): asking for another user is PERMISSION_DENIED, asking for none gets theirs.
+ */
+import type pg from 'pg';
+import type { Principal } from '../auth/principal.js';
+import { ErrorCode, PermissionDeniedError, RunstreamError } from '../errors.js';
+import type { CategoryName, StoredEvent } from '../event.js';
+import { listEventsPage } from '../persist/queries.js';
+import { countMessages, getRun, listRuns, type RunRecord, type RunStatusName } from '../persist/runs.js';
+import { type ChatPage, chatPage } from './chat.js';
+import type { DeleteResult, Deleter } from './deleter.js';
+
+export interface EventsQuery {
+  readonly threadId: string;
+  readonly runId?: string | undefined;
+  readonly categories?: ReadonlySet<CategoryName> | undefined;
+  readonly eventTypes?: ReadonlySet<string> | undefined;
+  readonly afterSeq: number;
+  /** Set (>= 1): the page below it, newest first. */
+  readonly beforeSeq?: number | undefined;
+  readonly limit: number;
+  readonly userId?: string | undefined;
+}
+
+export interface EventsPage {
+  /** Ascending, or descending when the query had `beforeSeq`. */
+  readonly events: StoredEvent[];
+  /** Ascending pages: the next page's after_seq. */
+  readonly nextAfterSeq: number | undefined;
+  /** Descending pages: the next (earlier) page's before_seq. */
+  readonly nextBeforeSeq: number | undefined;
+  readonly hasMore: boolean;
+}
+
+export interface ChatQueryIn {
+  readonly threadId: string;
+  readonly runId?: string | undefined;
+  readonly afterSeq: number;
+  readonly beforeSeq?: number | undefined;
+  readonly limit: number;
+  readonly userId?: string | undefined;
+}
+
+export interface RunsQueryIn {
+  readonly threadId: string;
+  readonly beforeSeq?: number | undefined;
+  readonly statuses?: readonly RunStatusName[] | undefined;
+  readonly limit: number;
+  readonly userId?: string | undefined;
+}
+
+export interface RunsPage {
+  /** Newest first. */
+  readonly runs: RunRecord[];
+  readonly nextBeforeSeq: number | undefined;
+  readonly hasMore: boolean;
+}
+
+export interface HistoryOptions {
+  readonly pool: pg.Pool;
+  readonly deleter: Deleter;
+}
+
+export class History {
+  readonly #o: HistoryOptions;
+
+  constructor(o: HistoryOptions) {
+    this.#o = o;
+  }
+
+  async listEvents(p: Principal, q: EventsQuery): Promise<EventsPage> {
+    const userId = readScope(p, q.threadId, q.userId);
+    const descending = q.beforeSeq !== undefined;
+    const rows = await listEventsPage(this.#o.pool, {
+      threadId: q.threadId,
+      afterSeq: q.afterSeq,
+      beforeSeq: q.beforeSeq,
+      descending,
+      filter: { runId: q.runId, categories: q.categories, eventTypes: q.eventTypes, userId },
+      limit: q.limit + 1, // one more than asked: whether there is a next page
+    });
+    const hasMore = rows.length > q.limit;
+    const events = hasMore ? rows.slice(0, q.limit) : rows;
+    const last = events[events.length - 1];
+    return {
+      events,
+      nextAfterSeq: descending ? undefined : (last?.seq ?? q.afterSeq),
+      nextBeforeSeq: descending ? (last?.seq ?? q.beforeSeq) : undefined,
+      hasMore,
+    };
+  }
+
+  async countMessages(p: Principal, threadId: string, runId?: string, userId?: string): Promise<number> {
+    return countMessages(this.#o.pool, threadId, runId, readScope(p, threadId, userId));
+  }
+
+  async chat(p: Principal, q: ChatQueryIn): Promise<ChatPage> {
+    return chatPage(this.#o.pool, { ...q, userId: readScope(p, q.threadId, q.userId) });
+  }
+
+  async getRun(p: Principal, threadId: string, runId: string, userId?: string): Promise<RunRecord> {
+    const run = await getRun(this.#o.pool, threadId, runId, readScope(p, threadId, userId));
+    if (!run) throw new RunstreamError(ErrorCode.NotFound, `run ${runId} of thread ${threadId} not found`);
+    return run;
+  }
+
+  async listRuns(p: Principal, q: RunsQueryIn): Promise<RunsPage> {
+    const userId = readScope(p, q.threadId, q.userId);
+    const rows = await listRuns(this.#o.pool, { ...q, userId, limit: q.limit + 1 });
+    const hasMore = rows.length > q.limit;
+    const runs = hasMore ? rows.slice(0, q.limit) : rows;
+    return { runs, nextBeforeSeq: runs[runs.length - 1]?.first_seq ?? q.beforeSeq, hasMore };
+  }
+
+  async deleteThread(p: Principal, threadId: string, userId?: string): Promise<DeleteResult> {
+    return this.#o.deleter.deleteThread(threadId, writeScope(p, threadId, userId));
+  }
+
+  async deleteRun(p: Principal, threadId: string, runId: string, userId?: string): Promise<DeleteResult> {
+    return this.#o.deleter.deleteRun(threadId, runId, writeScope(p, threadId, userId));
+  }
+}
+
+/** The user scope of a read: the principal's user when it has one. */
+export function readScope(p: Principal, threadId: string, requested: string | undefined): string | undefined {
+  if (!p.canRead(threadId)) throw new PermissionDeniedError(`this token may not read thread ${threadId}`);
+  return userScope(p, requested);
+}
+
+/** The user scope of a delete, which needs read and write (publish) rights on the thread. */
+export function writeScope(
+  p: Principal,
+  threadId: string,
+  requested: string | undefined,
+): string | undefined {
+  if (!p.canRead(threadId) || !p.canPublish(threadId)) {
+    throw new PermissionDeniedError(`this token may not delete from thread ${threadId}`);
+  }
+  return userScope(p, requested);
+}
+
+function userScope(p: Principal, requested: string | undefined): string | undefined {
+  if (p.userId === undefined) return requested;
+  if (requested !== undefined && requested !== p.userId) {
+    throw new PermissionDeniedError(
+      `this token is scoped to user ${p.userId}; it may not act for user ${requested}`,
+    );
+  }
+  return p.userId;
+}

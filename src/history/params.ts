@@ -1,0 +1,87 @@
+/**
+ * Validation of History parameters, shared by gRPC and HTTP so both refuse the same
+ * input with the same `<field>: <problem>` message.
+ */
+import { InvalidArgumentError } from '../errors.js';
+import { CATEGORIES, type CategoryName } from '../event.js';
+import { MAX_FILTER_VALUES } from '../fanout/filter.js';
+import { EVENT_TYPE_PATTERN, ID_PATTERN } from '../ingest/validate.js';
+import { RUN_STATUSES, type RunStatusName } from '../persist/runs.js';
+
+export const DEFAULT_HISTORY_LIMIT = 100;
+export const MAX_HISTORY_LIMIT = 1000;
+
+/** A required id (thread_id, run_id). */
+export function requiredId(v: unknown, field: string): string {
+  if (typeof v !== 'string' || !ID_PATTERN.test(v)) {
+    throw new InvalidArgumentError(field, 'is required and must match [A-Za-z0-9_-]{1,128}');
+  }
+  return v;
+}
+
+/** An optional id: absent or empty means none. */
+export function optionalId(v: unknown, field: string): string | undefined {
+  if (v === undefined || v === null || v === '') return undefined;
+  if (typeof v !== 'string' || !ID_PATTERN.test(v)) {
+    throw new InvalidArgumentError(field, 'must match [A-Za-z0-9_-]{1,128}');
+  }
+  return v;
+}
+
+/** Page size: absent or 0 means the default. */
+export function limitOf(v: number | undefined): number {
+  if (v === undefined || v === 0) return DEFAULT_HISTORY_LIMIT;
+  if (!Number.isSafeInteger(v) || v < 1 || v > MAX_HISTORY_LIMIT) {
+    throw new InvalidArgumentError('limit', `must be an integer in [1, ${MAX_HISTORY_LIMIT}]`);
+  }
+  return v;
+}
+
+/** A seq cursor; `before_seq` 0 means none. */
+export function seqOf(v: number | undefined, field: string): number {
+  const n = v ?? 0;
+  if (!Number.isSafeInteger(n) || n < 0)
+    throw new InvalidArgumentError(field, 'must be a non-negative integer');
+  return n;
+}
+
+function list<T extends string>(
+  raw: readonly string[] | undefined,
+  field: string,
+  check: (v: string) => boolean,
+  expected: string,
+): T[] | undefined {
+  if (!raw || raw.length === 0) return undefined;
+  if (raw.length > MAX_FILTER_VALUES) {
+    throw new InvalidArgumentError(field, `at most ${MAX_FILTER_VALUES} values`);
+  }
+  for (const v of raw) {
+    if (!check(v)) throw new InvalidArgumentError(field, `${JSON.stringify(v)} is not ${expected}`);
+  }
+  return raw as T[];
+}
+
+/** Category names (`message`, `trace`, `lifecycle`); empty means all. */
+export function categoriesOf(raw: readonly string[] | undefined): ReadonlySet<CategoryName> | undefined {
+  const names = list<CategoryName>(
+    raw,
+    'categories',
+    (v) => (CATEGORIES as readonly string[]).includes(v),
+    'message, trace or lifecycle',
+  );
+  return names && new Set(names);
+}
+
+export function eventTypesOf(raw: readonly string[] | undefined): ReadonlySet<string> | undefined {
+  const types = list<string>(raw, 'event_types', (v) => EVENT_TYPE_PATTERN.test(v), 'a valid event type');
+  return types && new Set(types);
+}
+
+export function statusesOf(raw: readonly string[] | undefined): RunStatusName[] | undefined {
+  return list<RunStatusName>(
+    raw,
+    'statuses',
+    (v) => (RUN_STATUSES as readonly string[]).includes(v),
+    RUN_STATUSES.join(', '),
+  );
+}

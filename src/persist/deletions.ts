@@ -1,0 +1,172 @@
+/**
+ * Deleting a thread or a run from Postgres, and keeping it deleted.
+ *
+ * A deletion happens at a *horizon*: a JetStream offset at or above every log message of
+ * the thread (run) that existed when it was deleted. It removes the rows and records the
+ * horizon (thread_heads / run_deletions, migration 0004), all under the thread's advisory
+ * lock, so it is ordered with the persister's transactions. Afterwards the persister
+ * drops any message of that thread (run) at or below the horizon: a replay from an old
+ * checkpoint after a crash, or a message that was still on its way through the log while
+ * the delete ran, can never bring deleted events back. Messages above the horizon are
+ * new events and are stored, with seqs above the thread's head: seqs are never reused.
+ */
+import type pg from 'pg';
+import { PermissionDeniedError } from '../errors.js';
+import type { PendingEvent } from './seq-assigner.js';
+
+const LOCK_SQL = 'SELECT pg_advisory_xact_lock(hashtextextended($1, 0))';
+
+/** A thread's deletion horizons, as read with its head at the start of a thread-batch. */
+export interface Horizons {
+  /** Thread deleted up to this offset (0: never). */
+  readonly thread: number;
+  /** Highest horizon of any deleted run of the thread (0: none). */
+  readonly runs: number;
+}
+
+/**
+ * The events of a batch that belong to a deleted past, by index. Costs nothing unless
+ * some event is at or below a horizon; then one lookup of the runs concerned.
+ */
+export async function deletedInBatch(
+  client: pg.ClientBase,
+  threadId: string,
+  batch: readonly PendingEvent[],
+  h: Horizons,
+): Promise<Set<number>> {
+  const dropped = new Set<number>();
+  const runsToCheck = new Set<string>();
+  batch.forEach((p, i) => {
+    if (p.offset <= h.thread) dropped.add(i);
+    else if (p.offset <= h.runs) runsToCheck.add(p.record.run_id);
+  });
+  if (runsToCheck.size === 0) return dropped;
+  const { rows } = await client.query<{ run_id: string; upto: string }>({
+    name: 'rs_run_horizons',
+    text: `SELECT run_id, deleted_upto_offset AS upto FROM run_deletions
+            WHERE thread_id = $1 AND run_id = ANY($2::text[])`,
+    values: [threadId, [...runsToCheck]],
+  });
+  const upto = new Map(rows.map((r) => [r.run_id, Number(r.upto)]));
+  batch.forEach((p, i) => {
+    if (p.offset <= (upto.get(p.record.run_id) ?? 0)) dropped.add(i);
+  });
+  return dropped;
+}
+
+export interface DeleteRowsQuery {
+  readonly threadId: string;
+  /** Only this run; undefined: the whole thread. */
+  readonly runId?: string | undefined;
+  /** Only if every event of the thread (run) belongs to this user. */
+  readonly userId?: string | undefined;
+  /** The log's last offset, read before the delete. */
+  readonly logHorizon: number;
+}
+
+export interface DeletedRows {
+  readonly events: number;
+  readonly runs: number;
+  /** The horizon recorded: max(logHorizon, highest offset of a deleted row). */
+  readonly horizon: number;
+  /** The thread's head seq, which later events continue above. */
+  readonly head: number;
+}
+
+/**
+ * Deletes a thread's (run's) rows and records the horizon, in one transaction under the
+ * thread's advisory lock. With a user scope, a thread (run) that holds another user's
+ * events is refused whole (PermissionDeniedError) and nothing is deleted.
+ */
+export async function deleteRows(pool: pg.Pool, q: DeleteRowsQuery): Promise<DeletedRows> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    try {
+      await client.query({ name: 'rs_lock', text: LOCK_SQL, values: [q.threadId] });
+      const run = q.runId ?? null;
+      if (q.userId !== undefined) {
+        const { rows } = await client.query(
+          `SELECT 1 FROM run_events WHERE thread_id = $1 AND ($2::text IS NULL OR run_id = $2)
+             AND user_id <> $3 LIMIT 1`,
+          [q.threadId, run, q.userId],
+        );
+        if (rows.length > 0) {
+          const what = q.runId === undefined ? `thread ${q.threadId}` : `run ${q.runId}`;
+          throw new PermissionDeniedError(
+            `${what} holds events of other users; a delete scoped to user ${q.userId} removes only threads and runs wholly theirs`,
+          );
+        }
+      }
+      // Which rows go: a thread's, or a run's (through the (thread_id, run_id, seq) index).
+      const { rows: gone } = await client.query<{ n: string; seq: string | null; off: string | null }>(
+        q.runId === undefined
+          ? {
+              text: `WITH d AS (DELETE FROM run_events WHERE thread_id = $1 RETURNING seq, stream_offset)
+                     SELECT count(*) AS n, max(seq) AS seq, max(stream_offset) AS off FROM d`,
+              values: [q.threadId],
+            }
+          : {
+              text: `WITH d AS (DELETE FROM run_events WHERE thread_id = $1 AND run_id = $2
+                                RETURNING seq, stream_offset)
+                     SELECT count(*) AS n, max(seq) AS seq, max(stream_offset) AS off FROM d`,
+              values: [q.threadId, q.runId],
+            },
+      );
+      const events = Number(gone[0]?.n ?? 0);
+      const horizon = Math.max(q.logHorizon, Number(gone[0]?.off ?? 0));
+      const maxSeq = Number(gone[0]?.seq ?? 0);
+      const runs = await client.query(
+        'DELETE FROM runs WHERE thread_id = $1 AND ($2::text IS NULL OR run_id = $2)',
+        [q.threadId, run],
+      );
+      if (q.runId !== undefined) {
+        await client.query(
+          `INSERT INTO run_deletions (thread_id, run_id, deleted_upto_offset) VALUES ($1, $2, $3)
+           ON CONFLICT (thread_id, run_id) DO UPDATE
+             SET deleted_upto_offset = GREATEST(run_deletions.deleted_upto_offset, EXCLUDED.deleted_upto_offset),
+                 deleted_at = now()`,
+          [q.threadId, q.runId, horizon],
+        );
+      } else {
+        // Runs deleted below the thread's horizon need no record of their own any more.
+        await client.query('DELETE FROM run_deletions WHERE thread_id = $1 AND deleted_upto_offset <= $2', [
+          q.threadId,
+          horizon,
+        ]);
+      }
+      // The head never goes down; a thread deleted before any of it was stored gets one too.
+      const { rows: head } = await client.query<{ head_seq: string }>(
+        q.runId === undefined
+          ? {
+              text: `INSERT INTO thread_heads AS h (thread_id, head_seq, deleted_upto_offset, deleted_at)
+                     VALUES ($1, $2, $3, now())
+                     ON CONFLICT (thread_id) DO UPDATE SET
+                       head_seq = GREATEST(h.head_seq, EXCLUDED.head_seq),
+                       deleted_upto_offset = GREATEST(h.deleted_upto_offset, EXCLUDED.deleted_upto_offset),
+                       run_deleted_upto_offset = CASE WHEN h.run_deleted_upto_offset <= EXCLUDED.deleted_upto_offset
+                                                      THEN 0 ELSE h.run_deleted_upto_offset END,
+                       deleted_at = now()
+                     RETURNING head_seq`,
+              values: [q.threadId, maxSeq, horizon],
+            }
+          : {
+              text: `INSERT INTO thread_heads AS h (thread_id, head_seq, run_deleted_upto_offset)
+                     VALUES ($1, $2, $3)
+                     ON CONFLICT (thread_id) DO UPDATE SET
+                       head_seq = GREATEST(h.head_seq, EXCLUDED.head_seq),
+                       run_deleted_upto_offset = GREATEST(h.run_deleted_upto_offset, EXCLUDED.run_deleted_upto_offset)
+                     RETURNING head_seq`,
+              values: [q.threadId, maxSeq, horizon],
+            },
+      );
+      await client.query('COMMIT');
+      return { events, runs: runs.rowCount ?? 0, horizon, head: Number(head[0]?.head_seq ?? maxSeq) };
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    }
+  } finally {
+    client.release();
+  }
+}

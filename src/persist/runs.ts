@@ -1,0 +1,423 @@
+/**
+ * The `runs` table: one row per run, kept by the persister from the run's events in the
+ * same transaction that stores them (so a run's counters and status never disagree with
+ * its events), and the thread's head seq beside it (see migration 0004).
+ *
+ * Status comes from lifecycle events (category `lifecycle` only):
+ *
+ * | event_type                                              | status                                  |
+ * |---------------------------------------------------------|-----------------------------------------|
+ * | `run_pending`, `run_created`, `pending`                 | `pending` (only for a run not yet seen) |
+ * | `metadata`, `run_start`, `run_started`, `start`         | `running` (also re-opens an ended run)  |
+ * | `end`, `run_end`                                        | `content.status` (see {@link statusWord}), default `success` |
+ * | `error`, `run_error`                                    | `error`                                 |
+ * | `cancelled`, `run_cancelled`                            | `cancelled`                             |
+ * | `interrupted`, `run_interrupted`                        | `interrupted`                           |
+ * | any other event                                         | a `pending` run becomes `running`; a new run starts `running` |
+ *
+ * The terminal types are exactly {@link TERMINAL_EVENT_TYPES}: the event that ends a run
+ * subscription is the event that ends the run here. The latest start or terminal event
+ * wins, so a run resumed after `interrupted` is `running` again.
+ */
+import type pg from 'pg';
+import { CATEGORY_NUMBER, type StoredEvent } from '../event.js';
+import { TERMINAL_EVENT_TYPES } from '../run-lifecycle.js';
+
+export const RUN_STATUSES = ['pending', 'running', 'success', 'error', 'interrupted', 'cancelled'] as const;
+export type RunStatusName = (typeof RUN_STATUSES)[number];
+
+export const PENDING_EVENT_TYPES: ReadonlySet<string> = new Set(['run_pending', 'run_created', 'pending']);
+export const START_EVENT_TYPES: ReadonlySet<string> = new Set([
+  'metadata',
+  'run_start',
+  'run_started',
+  'start',
+]);
+
+/** What a lifecycle event says about its run's status. */
+export type LifecycleSignal =
+  | { readonly kind: 'pending' }
+  | { readonly kind: 'start' }
+  | { readonly kind: 'terminal'; readonly status: RunStatusName }
+  | { readonly kind: 'other' };
+
+/** The status an `end` event's `content.status` names; anything unknown counts as `success`. */
+export function statusWord(word: unknown): RunStatusName {
+  switch (typeof word === 'string' ? word.toLowerCase() : '') {
+    case 'error':
+    case 'failed':
+    case 'failure':
+    case 'timeout':
+      return 'error';
+    case 'cancelled':
+    case 'canceled':
+    case 'aborted':
+      return 'cancelled';
+    case 'interrupted':
+    case 'interrupt':
+      return 'interrupted';
+    default:
+      return 'success';
+  }
+}
+
+export function classify(category: string, eventType: string, contentJson: string): LifecycleSignal {
+  if (category !== 'lifecycle') return { kind: 'other' };
+  if (START_EVENT_TYPES.has(eventType)) return { kind: 'start' };
+  if (PENDING_EVENT_TYPES.has(eventType)) return { kind: 'pending' };
+  if (!TERMINAL_EVENT_TYPES.has(eventType)) return { kind: 'other' };
+  switch (eventType) {
+    case 'error':
+    case 'run_error':
+      return { kind: 'terminal', status: 'error' };
+    case 'cancelled':
+    case 'run_cancelled':
+      return { kind: 'terminal', status: 'cancelled' };
+    case 'interrupted':
+    case 'run_interrupted':
+      return { kind: 'terminal', status: 'interrupted' };
+    default:
+      return { kind: 'terminal', status: statusWord(objectOf(contentJson)?.status) };
+  }
+}
+
+function objectOf(json: string): Record<string, unknown> | undefined {
+  if (!json.startsWith('{')) return undefined;
+  try {
+    const v = JSON.parse(json) as unknown;
+    return v !== null && typeof v === 'object' && !Array.isArray(v)
+      ? (v as Record<string, unknown>)
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** What one thread-batch does to one run. */
+export interface RunDelta {
+  readonly run_id: string;
+  /** First non-empty user_id of the batch's events of the run. */
+  user_id: string;
+  /** The batch's events of the run carry more than one user_id ('' counting as one). */
+  mixed: boolean;
+  /** The one user_id they all carry, when not mixed. */
+  sole: string;
+  /**
+   * With `explicit`: the status set by the batch's latest start or terminal event. Without:
+   * `running` if the batch had activity (a pending run becomes running), else `pending`.
+   */
+  status: RunStatusName;
+  explicit: boolean;
+  first_seq: number;
+  last_seq: number;
+  end_seq: number | null;
+  events: number;
+  messages: number;
+  traces: number;
+  lifecycles: number;
+  started_at: string;
+  updated_at: string;
+  ended_at: string | null;
+  /** Content of the batch's latest start event, when it is an object. */
+  metadata: string | null;
+  outcome: string | null;
+}
+
+/** Folds a batch's events (seq order) into one delta per run, in order of first appearance. */
+export function runDeltas(inserted: readonly StoredEvent[]): RunDelta[] {
+  const byRun = new Map<string, RunDelta & { active: boolean }>();
+  for (const e of inserted) {
+    let d = byRun.get(e.run_id);
+    if (!d) {
+      d = {
+        run_id: e.run_id,
+        user_id: '',
+        mixed: false,
+        sole: e.user_id,
+        status: 'pending',
+        explicit: false,
+        active: false,
+        first_seq: e.seq,
+        last_seq: e.seq,
+        end_seq: null,
+        events: 0,
+        messages: 0,
+        traces: 0,
+        lifecycles: 0,
+        started_at: e.created_at,
+        updated_at: e.created_at,
+        ended_at: null,
+        metadata: null,
+        outcome: null,
+      };
+      byRun.set(e.run_id, d);
+    }
+    if (d.user_id === '' && e.user_id !== '') d.user_id = e.user_id;
+    if (e.user_id !== d.sole) d.mixed = true;
+    d.last_seq = e.seq;
+    d.events++;
+    if (e.category === 'message') d.messages++;
+    else if (e.category === 'trace') d.traces++;
+    else d.lifecycles++;
+    if (e.created_at < d.started_at) d.started_at = e.created_at;
+    if (e.created_at > d.updated_at) d.updated_at = e.created_at;
+    const signal = classify(e.category, e.event_type, e.content_json);
+    switch (signal.kind) {
+      case 'start':
+        d.explicit = true;
+        d.status = 'running';
+        d.end_seq = null;
+        d.ended_at = null;
+        d.outcome = null;
+        if (objectOf(e.content_json)) d.metadata = e.content_json;
+        break;
+      case 'terminal':
+        d.explicit = true;
+        d.status = signal.status;
+        d.end_seq = e.seq;
+        d.ended_at = e.created_at;
+        d.outcome = e.content_json;
+        break;
+      case 'pending':
+        break;
+      case 'other':
+        d.active = true;
+    }
+  }
+  const deltas: RunDelta[] = [];
+  for (const { active, ...d } of byRun.values()) {
+    if (!d.explicit) d.status = active ? 'running' : 'pending';
+    deltas.push(d);
+  }
+  return deltas;
+}
+
+// Under the thread's advisory lock nothing else writes these rows, so update-then-insert
+// is race-free; one statement, so a batch costs one round trip whatever its size.
+const RECORD_SQL = `
+  WITH x AS (
+    SELECT * FROM unnest($3::text[], $4::text[], $5::text[], $6::bool[], $7::int8[], $8::int8[], $9::int8[],
+                         $10::int8[], $11::int8[], $12::int8[], $13::int8[], $14::timestamptz[],
+                         $15::timestamptz[], $16::timestamptz[], $17::text[], $18::text[], $19::bool[],
+                         $20::text[])
+      AS x(run_id, user_id, status, explicit, first_seq, last_seq, end_seq, events, messages, traces,
+           lifecycles, started_at, updated_at, ended_at, metadata, outcome, mixed, sole)
+  ), head AS (
+    INSERT INTO thread_heads (thread_id, head_seq) VALUES ($1, $2)
+    ON CONFLICT (thread_id) DO UPDATE SET head_seq = GREATEST(thread_heads.head_seq, EXCLUDED.head_seq)
+  ), upd AS (
+    UPDATE runs r SET
+      user_id = CASE WHEN r.user_id = '' THEN x.user_id ELSE r.user_id END,
+      -- Not mixed so far: every earlier event carried r.user_id (or '' while it is '').
+      users_mixed = r.users_mixed OR x.mixed OR x.sole <> r.user_id,
+      status = CASE WHEN x.explicit THEN x.status
+                    WHEN r.status = 'pending' AND x.status = 'running' THEN 'running'
+                    ELSE r.status END,
+      end_seq = CASE WHEN x.explicit THEN x.end_seq ELSE r.end_seq END,
+      ended_at = CASE WHEN x.explicit THEN x.ended_at ELSE r.ended_at END,
+      outcome = CASE WHEN x.explicit THEN x.outcome::json ELSE r.outcome END,
+      metadata = COALESCE(x.metadata::json, r.metadata),
+      first_seq = LEAST(r.first_seq, x.first_seq),
+      last_seq = GREATEST(r.last_seq, x.last_seq),
+      event_count = r.event_count + x.events,
+      message_count = r.message_count + x.messages,
+      trace_count = r.trace_count + x.traces,
+      lifecycle_count = r.lifecycle_count + x.lifecycles,
+      started_at = LEAST(r.started_at, x.started_at),
+      updated_at = GREATEST(r.updated_at, x.updated_at)
+    FROM x WHERE r.thread_id = $1 AND r.run_id = x.run_id
+    RETURNING r.run_id
+  )
+  INSERT INTO runs (thread_id, run_id, user_id, users_mixed, status, first_seq, last_seq, end_seq,
+                    event_count, message_count, trace_count, lifecycle_count, started_at, updated_at,
+                    ended_at, metadata, outcome)
+  SELECT $1, x.run_id, x.user_id, x.mixed, x.status, x.first_seq, x.last_seq, x.end_seq, x.events, x.messages,
+         x.traces, x.lifecycles, x.started_at, x.updated_at, x.ended_at, COALESCE(x.metadata, '{}')::json,
+         x.outcome::json
+    FROM x WHERE x.run_id NOT IN (SELECT run_id FROM upd)`;
+
+/**
+ * Records a committed thread-batch: moves the thread's head to `head` and folds the
+ * events into their runs. Call inside the batch's transaction, after the insert.
+ */
+export async function recordBatch(
+  client: pg.ClientBase,
+  threadId: string,
+  head: number,
+  inserted: readonly StoredEvent[],
+): Promise<void> {
+  if (inserted.length === 0) return;
+  const d = runDeltas(inserted);
+  const col = <K extends keyof RunDelta>(k: K): RunDelta[K][] => d.map((r) => r[k]);
+  await client.query({
+    name: 'rs_record_runs',
+    text: RECORD_SQL,
+    values: [
+      threadId,
+      head,
+      col('run_id'),
+      col('user_id'),
+      col('status'),
+      col('explicit'),
+      col('first_seq'),
+      col('last_seq'),
+      col('end_seq'),
+      col('events'),
+      col('messages'),
+      col('traces'),
+      col('lifecycles'),
+      col('started_at'),
+      col('updated_at'),
+      col('ended_at'),
+      col('metadata'),
+      col('outcome'),
+      col('mixed'),
+      col('sole'),
+    ],
+  });
+}
+
+/** A run as stored. Timestamps are RFC 3339 UTC with milliseconds, like events'. */
+export interface RunRecord {
+  readonly thread_id: string;
+  readonly run_id: string;
+  readonly user_id: string;
+  readonly status: RunStatusName;
+  readonly first_seq: number;
+  readonly last_seq: number;
+  readonly end_seq: number | null;
+  readonly event_count: number;
+  readonly message_count: number;
+  readonly trace_count: number;
+  readonly lifecycle_count: number;
+  readonly started_at: string;
+  readonly updated_at: string;
+  readonly ended_at: string | null;
+  /** JSON text. */
+  readonly metadata_json: string;
+  /** JSON text, or null while the run has not ended. */
+  readonly outcome_json: string | null;
+}
+
+interface RunRow {
+  thread_id: string;
+  run_id: string;
+  user_id: string;
+  status: RunStatusName;
+  first_seq: string;
+  last_seq: string;
+  end_seq: string | null;
+  event_count: string;
+  message_count: string;
+  trace_count: string;
+  lifecycle_count: string;
+  started_at: string;
+  updated_at: string;
+  ended_at: string | null;
+  metadata: string;
+  outcome: string | null;
+}
+
+const TS = (col: string): string =>
+  `to_char(${col} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS ${col}`;
+const RUN_COLUMNS = `thread_id, run_id, user_id, status, first_seq, last_seq, end_seq, event_count, message_count,
+  trace_count, lifecycle_count, ${TS('started_at')}, ${TS('updated_at')}, ${TS('ended_at')},
+  metadata::text AS metadata, outcome::text AS outcome`;
+
+function toRun(r: RunRow): RunRecord {
+  return {
+    thread_id: r.thread_id,
+    run_id: r.run_id,
+    user_id: r.user_id,
+    status: r.status,
+    first_seq: Number(r.first_seq),
+    last_seq: Number(r.last_seq),
+    end_seq: r.end_seq === null ? null : Number(r.end_seq),
+    event_count: Number(r.event_count),
+    message_count: Number(r.message_count),
+    trace_count: Number(r.trace_count),
+    lifecycle_count: Number(r.lifecycle_count),
+    started_at: r.started_at,
+    updated_at: r.updated_at,
+    ended_at: r.ended_at,
+    metadata_json: r.metadata,
+    outcome_json: r.outcome,
+  };
+}
+
+/** One run, or undefined; with `userId`, only a run of that user. */
+export async function getRun(
+  db: pg.Pool | pg.ClientBase,
+  threadId: string,
+  runId: string,
+  userId?: string,
+): Promise<RunRecord | undefined> {
+  const { rows } = await db.query<RunRow>({
+    name: 'rs_get_run',
+    text: `SELECT ${RUN_COLUMNS} FROM runs WHERE thread_id = $1 AND run_id = $2 AND ($3::text IS NULL OR user_id = $3)`,
+    values: [threadId, runId, userId ?? null],
+  });
+  return rows[0] && toRun(rows[0]);
+}
+
+export interface RunsQuery {
+  readonly threadId: string;
+  /** Only runs with first_seq < beforeSeq. */
+  readonly beforeSeq?: number | undefined;
+  readonly statuses?: readonly RunStatusName[] | undefined;
+  readonly userId?: string | undefined;
+  readonly limit: number;
+}
+
+/** A thread's runs, newest (highest first_seq) first. */
+export async function listRuns(db: pg.Pool | pg.ClientBase, q: RunsQuery): Promise<RunRecord[]> {
+  const values: unknown[] = [q.threadId];
+  const where = ['thread_id = $1'];
+  const param = (v: unknown): string => {
+    values.push(v);
+    return `$${values.length}`;
+  };
+  if (q.beforeSeq !== undefined) where.push(`first_seq < ${param(q.beforeSeq)}`);
+  if (q.userId !== undefined) where.push(`user_id = ${param(q.userId)}`);
+  if (q.statuses && q.statuses.length > 0) where.push(`status = ANY(${param(q.statuses)}::text[])`);
+  const { rows } = await db.query<RunRow>(
+    `SELECT ${RUN_COLUMNS} FROM runs WHERE ${where.join(' AND ')} ORDER BY first_seq DESC LIMIT ${param(q.limit)}`,
+    values,
+  );
+  return rows.map(toRun);
+}
+
+/**
+ * Messages (category `message`) of a thread or a run, from the runs' counters: a row per
+ * run, whatever the thread's length. A user-scoped count takes the counters of the runs
+ * wholly that user's, and counts rows only in runs that mix users.
+ */
+export async function countMessages(
+  db: pg.Pool | pg.ClientBase,
+  threadId: string,
+  runId?: string,
+  userId?: string,
+): Promise<number> {
+  if (userId === undefined) {
+    const { rows } = await db.query<{ n: string }>({
+      name: 'rs_count_messages',
+      text: `SELECT COALESCE(sum(message_count), 0)::int8 AS n FROM runs
+              WHERE thread_id = $1 AND ($2::text IS NULL OR run_id = $2)`,
+      values: [threadId, runId ?? null],
+    });
+    return Number(rows[0]?.n ?? 0);
+  }
+  const { rows } = await db.query<{ n: string }>({
+    name: 'rs_count_messages_user',
+    text: `SELECT (SELECT COALESCE(sum(message_count), 0) FROM runs
+                    WHERE thread_id = $1 AND ($2::text IS NULL OR run_id = $2) AND user_id = $3
+                      AND NOT users_mixed)
+                + (SELECT count(*) FROM run_events
+                    WHERE thread_id = $1 AND category = $4 AND user_id = $3
+                      AND run_id = ANY(ARRAY(SELECT run_id FROM runs WHERE thread_id = $1
+                                               AND ($2::text IS NULL OR run_id = $2) AND users_mixed)))
+                AS n`,
+    values: [threadId, runId ?? null, userId, CATEGORY_NUMBER.message],
+  });
+  return Number(rows[0]?.n ?? 0);
+}

@@ -1,0 +1,353 @@
+// Deletion reaches every tier: Postgres rows and run records, the JetStream log, and live
+// WebSocket subscribers (a `deleted` frame); counts follow; seqs are never reused; a later
+// subscribe gets an empty thread live at its old head; and a replay of the log (from an
+// old checkpoint, or of messages a crash left unpurged) never brings deleted events back.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import * as grpc from '@grpc/grpc-js';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { startBroker } from '../src/broker.js';
+import { IngestClient } from '../src/client/ingest-client.js';
+import type { ServerFrame, WsConnection } from '../src/client/ws-subscriber.js';
+import type { SubscribeResponse__Output } from '../src/gen/runstream/v1/SubscribeResponse.js';
+import type { ProtoGrpcType as SubscriberProto } from '../src/gen/subscriber.js';
+import { HistoryClient } from '../src/history/client.js';
+import { createLogger } from '../src/logger.js';
+import { deleteRows } from '../src/persist/deletions.js';
+import { loadProto } from '../src/proto.js';
+import { ev, http } from './helpers/history.js';
+import { SseClient } from './helpers/sse-client.js';
+import { brokerConfig, randomName, type Stack, startServers, startStack } from './helpers/stack.js';
+import { waitFor } from './helpers/wait.js';
+
+let stack: Stack;
+let client: HistoryClient;
+let nc: NatsConnection;
+
+before(async () => {
+  stack = await startStack();
+  client = new HistoryClient(stack.grpcTarget);
+  nc = await connect({ servers: stack.servers.nats.url });
+});
+after(async () => {
+  await nc.close();
+  client.close();
+  await stack[Symbol.asyncDispose]();
+});
+
+/** Messages the JetStream log holds per subject of a thread. */
+async function logSubjects(threadId: string): Promise<Record<string, number>> {
+  const jsm = await jetstreamManager(nc);
+  const info = await jsm.streams.info(stack.config.streamName, {
+    subjects_filter: `${stack.config.subjectPrefix}.log.${threadId}.>`,
+  });
+  return info.state.subjects ?? {};
+}
+
+const runEvents = (t: string, run: string, from: number, n: number) =>
+  Array.from({ length: n }, (_, i) => ev(t, run, from + i));
+
+function subscribe(c: WsConnection, id: string, threadId: string, extra: Record<string, unknown> = {}): void {
+  c.sendRaw({ type: 'subscribe', id, thread_id: threadId, ...extra });
+}
+
+const framesOf = (c: WsConnection, id: string) => c.frames.filter((f) => f.id === id);
+const seqsOf = (c: WsConnection, id: string) => c.events(id).map((e) => e.seq);
+const range = (a: number, b: number) => Array.from({ length: b - a + 1 }, (_, i) => a + i);
+
+test('DeleteRun over HTTP: rows, run record and log subject go; subscribers are told; the hole is skipped', async () => {
+  const t = randomName('dr-');
+  await stack.client.publish(
+    [...runEvents(t, 'r1', 1, 5), ...runEvents(t, 'r2', 1, 5), ...runEvents(t, 'r3', 1, 5)],
+    'PERSISTED',
+  );
+  assert.deepEqual(await logSubjects(t), {
+    [`${stack.config.subjectPrefix}.log.${t}.r1`]: 5,
+    [`${stack.config.subjectPrefix}.log.${t}.r2`]: 5,
+    [`${stack.config.subjectPrefix}.log.${t}.r3`]: 5,
+  });
+  const c = await stack.ws();
+  subscribe(c, 'thread', t);
+  subscribe(c, 'r2', t, { run_id: 'r2' });
+  subscribe(c, 'r3', t, { run_id: 'r3' });
+  for (const id of ['thread', 'r2', 'r3']) await c.waitFor((f) => f.type === 'live' && f.id === id);
+
+  const del = await http(`${stack.httpUrl}/v1/threads/${t}/runs/r2`, { method: 'DELETE' });
+  assert.equal(del.status, 200);
+  assert.deepEqual(del.body, {
+    thread_id: t,
+    run_id: 'r2',
+    deleted_events: 5,
+    deleted_runs: 1,
+    purged_messages: 5,
+    head_seq: 15,
+  });
+
+  // Live subscribers of the thread and of the run are told, and their subscriptions end.
+  assert.deepEqual(await c.waitFor((f) => f.type === 'deleted' && f.id === 'thread'), {
+    type: 'deleted',
+    id: 'thread',
+    thread_id: t,
+    run_id: 'r2',
+  });
+  await c.waitFor((f) => f.type === 'deleted' && f.id === 'r2');
+  // A subscriber of another run goes on.
+  await stack.client.publish(runEvents(t, 'r3', 6, 2), 'PERSISTED');
+  await c.waitFor((f) => f.type === 'event' && f.id === 'r3' && f.event.seq === 17);
+  assert.deepEqual(seqsOf(c, 'r3'), [11, 12, 13, 14, 15, 16, 17]);
+  assert.ok(
+    !framesOf(c, 'thread').some((f) => f.type === 'event' && f.event.seq > 15),
+    'ended at the delete',
+  );
+
+  // JetStream holds nothing more of the run; the other runs are untouched.
+  const subjects = await logSubjects(t);
+  assert.equal(subjects[`${stack.config.subjectPrefix}.log.${t}.r2`], undefined);
+  assert.equal(subjects[`${stack.config.subjectPrefix}.log.${t}.r1`], 5);
+
+  // Reads skip the hole; counts follow; the run record is gone.
+  const page = await http<{ events: { seq: number; run_id: string }[] }>(
+    `${stack.httpUrl}/v1/threads/${t}/events`,
+  );
+  assert.deepEqual(
+    page.body.events.map((e) => e.seq),
+    [...range(1, 5), ...range(11, 17)],
+  );
+  assert.equal(await client.countMessages({ thread_id: t }), 12);
+  assert.equal(
+    await client.countMessages({ thread_id: t, user_id: 'nobody' }),
+    0,
+    'user-scoped count: no such user',
+  );
+  assert.equal(
+    (await http<{ count: number }>(`${stack.httpUrl}/v1/threads/${t}/messages/count`)).body.count,
+    12,
+  );
+  assert.equal(await client.countMessages({ thread_id: t, run_id: 'r2' }), 0);
+  assert.equal((await http(`${stack.httpUrl}/v1/threads/${t}/runs/r2`)).status, 404);
+  assert.deepEqual(
+    (await client.listRuns({ thread_id: t })).runs.map((r) => r.run_id),
+    ['r3', 'r1'],
+  );
+
+  // A new subscriber from 0 crosses the hole, goes live, and gets new events after it.
+  const d = await stack.ws();
+  d.subscribe('again', t, 0);
+  assert.deepEqual(await d.waitFor((f) => f.type === 'live' && f.id === 'again'), {
+    type: 'live',
+    id: 'again',
+    seq: 17,
+  });
+  assert.deepEqual(seqsOf(d, 'again'), [...range(1, 5), ...range(11, 17)]);
+  await stack.client.publish(runEvents(t, 'r4', 1, 1), 'PERSISTED');
+  await d.waitFor((f) => f.type === 'event' && f.id === 'again' && f.event.seq === 18);
+
+  // Deleting again is a no-op.
+  const twice = await http(`${stack.httpUrl}/v1/threads/${t}/runs/r2`, { method: 'DELETE' });
+  assert.deepEqual([twice.body.deleted_events, twice.body.purged_messages], [0, 0]);
+});
+
+test('deleting the tail never lets a seq be reused; a live subscriber past a deleted run continues across the hole', async () => {
+  const t = randomName('dt-');
+  await stack.client.publish([...runEvents(t, 'r1', 1, 3), ...runEvents(t, 'r2', 1, 3)], 'PERSISTED');
+  // Watches only r1: a deleted r2 does not end it.
+  const c = await stack.ws();
+  subscribe(c, 'r1', t, { run_id: 'r1' });
+  await c.waitFor((f) => f.type === 'live' && f.id === 'r1');
+  const r = await client.deleteRun({ thread_id: t, run_id: 'r2' });
+  assert.deepEqual([r.deleted_events, r.deleted_runs, r.purged_messages, r.head_seq], [3, 1, 3, 6]);
+
+  const acks = await stack.client.publish(runEvents(t, 'r1', 4, 2), 'PERSISTED');
+  assert.deepEqual(
+    acks.map((a) => a.seq),
+    [7, 8],
+    'seqs 4-6 belonged to the deleted run and stay unused',
+  );
+  await c.waitFor((f) => f.type === 'event' && f.id === 'r1' && f.event.seq === 8);
+  assert.deepEqual(seqsOf(c, 'r1'), [1, 2, 3, 7, 8]);
+
+  // A client whose cursor was inside the deleted tail resumes: its cursor is still valid.
+  const d = await stack.ws();
+  d.subscribe('resume', t, 5);
+  await d.waitFor((f) => f.type === 'live' && f.id === 'resume');
+  assert.deepEqual(seqsOf(d, 'resume'), [7, 8]);
+});
+
+test('DeleteThread over gRPC: everything goes; later subscribes get an empty thread live at its old head', async () => {
+  // Another thread's message first, so the log keeps starting below this thread's offsets.
+  await stack.client.publish([ev(randomName('keep-'), 'r', 1)], 'PERSISTED');
+  const t = randomName('dth-');
+  const acks = await stack.client.publish(
+    [...runEvents(t, 'a', 1, 4), ...runEvents(t, 'b', 1, 4)],
+    'PERSISTED',
+  );
+  const firstOffset = acks[0]?.offset as number;
+  const c = await stack.ws();
+  c.subscribe('live', t);
+  await c.waitFor((f) => f.type === 'live' && f.id === 'live');
+
+  const r = await client.deleteThread({ thread_id: t });
+  assert.deepEqual([r.deleted_events, r.deleted_runs, r.purged_messages, r.head_seq], [8, 2, 8, 8]);
+  assert.deepEqual(await c.waitFor((f) => f.type === 'deleted' && f.id === 'live'), {
+    type: 'deleted',
+    id: 'live',
+    thread_id: t,
+  });
+  assert.deepEqual(await logSubjects(t), {});
+  assert.equal((await client.listEvents({ thread_id: t })).events.length, 0);
+  assert.equal((await client.listRuns({ thread_id: t })).runs.length, 0);
+  assert.equal(await client.countMessages({ thread_id: t }), 0);
+  assert.equal(
+    (await http<{ count: number }>(`${stack.httpUrl}/v1/threads/${t}/messages/count`)).body.count,
+    0,
+  );
+
+  // Subscribing now: no stale event, live at the old head, whatever the cursor.
+  const d = await stack.ws();
+  d.subscribe('zero', t, 0);
+  d.subscribe('head', t, 8);
+  d.sendRaw({ type: 'subscribe', id: 'offset', thread_id: t, from_offset: firstOffset });
+  d.subscribe('ahead', t, 9);
+  for (const id of ['zero', 'head', 'offset']) {
+    assert.deepEqual(await d.waitFor((f) => f.type === 'live' && f.id === id), { type: 'live', id, seq: 8 });
+  }
+  const ahead = await d.waitFor((f) => f.type === 'error' && f.id === 'ahead');
+  assert.equal((ahead as Extract<ServerFrame, { type: 'error' }>).code, 'cursor_ahead');
+  assert.equal(d.frames.filter((f) => f.type === 'event').length, 0);
+
+  // The thread lives on above its old head.
+  const next = await stack.client.publish(runEvents(t, 'c', 1, 1), 'PERSISTED');
+  assert.equal(next[0]?.seq, 9);
+  await d.waitFor((f) => f.type === 'event' && f.id === 'zero' && f.event.seq === 9);
+  assert.deepEqual(seqsOf(d, 'zero'), [9]);
+
+  // Idempotent.
+  const again = await client.deleteThread({ thread_id: t });
+  assert.deepEqual([again.deleted_events, again.head_seq], [1, 9]);
+  assert.equal((await client.deleteThread({ thread_id: t })).deleted_events, 0);
+});
+
+test('SSE and gRPC Subscribe subscribers are told too, and their streams end', async () => {
+  const t = randomName('dx-');
+  await stack.client.publish(runEvents(t, 'r1', 1, 2), 'PERSISTED');
+  const sse = await SseClient.open(`${stack.httpUrl}/v1/threads/${t}/stream`);
+  await sse.waitFor((b) => b.event === 'live');
+
+  const proto = loadProto().proto as unknown as SubscriberProto;
+  const sub = new proto.runstream.v1.Subscriber(stack.grpcTarget, grpc.credentials.createInsecure());
+  const call = sub.Subscribe({ thread_id: t, after_seq: 0 });
+  const got: SubscribeResponse__Output[] = [];
+  const ended = new Promise<grpc.StatusObject>((resolve) => call.on('status', resolve));
+  const live = new Promise<void>((resolve) =>
+    call.on('data', (r: SubscribeResponse__Output) => {
+      got.push(r);
+      if (r.live) resolve();
+    }),
+  );
+  await live;
+
+  await client.deleteRun({ thread_id: t, run_id: 'r1' });
+  const deleted = await sse.waitFor((b) => b.event === 'deleted');
+  assert.deepEqual(JSON.parse(deleted.data as string), {
+    type: 'deleted',
+    thread_id: t,
+    run_id: 'r1',
+    seq: 2,
+  });
+  await sse.ended;
+  const status = await ended;
+  assert.equal(status.code, grpc.status.OK);
+  assert.deepEqual(got.at(-1)?.deleted, { thread_id: t, run_id: 'r1' });
+  sub.close();
+});
+
+test('a user-scoped delete of a thread shared with another user is refused, and deletes nothing', async () => {
+  const t = randomName('du-');
+  await stack.client.publish(
+    [ev(t, 'a', 1, { user: 'alice' }), ev(t, 'a', 2, { user: 'alice' }), ev(t, 'b', 1, { user: 'bob' })],
+    'PERSISTED',
+  );
+  const refused = await http<{ error: { code: string; message: string } }>(
+    `${stack.httpUrl}/v1/threads/${t}?user_id=alice`,
+    { method: 'DELETE' },
+  );
+  assert.deepEqual([refused.status, refused.body.error.code], [403, 'permission_denied']);
+  await assert.rejects(client.deleteThread({ thread_id: t, user_id: 'alice' }), {
+    code: grpc.status.PERMISSION_DENIED,
+  });
+  assert.equal((await client.listEvents({ thread_id: t })).events.length, 3);
+  const own = await client.deleteRun({ thread_id: t, run_id: 'a', user_id: 'alice' });
+  assert.equal(own.deleted_events, 2);
+  assert.equal(await client.countMessages({ thread_id: t }), 1);
+});
+
+test('a replay of the log cannot resurrect deleted events: from an old checkpoint, or of messages left unpurged', async () => {
+  await using servers = await startServers({ own: true });
+  const config = brokerConfig(servers);
+  const log = createLogger('silent');
+  const t = randomName('rp-');
+  const other = randomName('ot-');
+
+  // 1. Stored, then deleted (rows, horizon, purge); then the persister starts over from offset 0.
+  let broker = await startBroker(config, log);
+  let ingest = new IngestClient(`127.0.0.1:${broker.grpcPort}`);
+  const history = new HistoryClient(`127.0.0.1:${broker.grpcPort}`);
+  await ingest.publish(
+    [...runEvents(t, 'r1', 1, 3), ...runEvents(t, 'r2', 1, 3), ev(other, 'x', 1)],
+    'PERSISTED',
+  );
+  await history.deleteRun({ thread_id: t, run_id: 'r1' });
+  ingest.close();
+  history.close();
+  await broker.close();
+  await servers.db.query('UPDATE persister_checkpoints SET last_offset = 0');
+
+  broker = await startBroker(config, log);
+  ingest = new IngestClient(`127.0.0.1:${broker.grpcPort}`);
+  // PERSISTED after the replay: once this is stored, everything before it in the log has been replayed.
+  await ingest.publish([ev(other, 'x', 2)], 'PERSISTED');
+  const rows = async () =>
+    (await servers.db.query('SELECT run_id, seq::int FROM run_events WHERE thread_id = $1 ORDER BY seq', [t]))
+      .rows;
+  assert.deepEqual(
+    (await rows()).map((r) => [r.run_id, r.seq]),
+    [
+      ['r2', 4],
+      ['r2', 5],
+      ['r2', 6],
+    ],
+  );
+  ingest.close();
+  await broker.close();
+
+  // 2. A crash between the delete's Postgres step and the purge: the log still holds the
+  //    thread's messages, the persister has not stored them yet, and they must stay dropped.
+  const noPersister = { ...config, roles: new Set(['ingest', 'fanout'] as const) };
+  broker = await startBroker(noPersister, log);
+  ingest = new IngestClient(`127.0.0.1:${broker.grpcPort}`);
+  const u = randomName('un-');
+  const accepted = await ingest.publish([...runEvents(u, 'r1', 1, 4), ev(other, 'x', 3)], 'ACCEPTED');
+  ingest.close();
+  await broker.close();
+  const nc2 = await connect({ servers: servers.nats.url });
+  const jsm = await jetstreamManager(nc2);
+  const last = (await jsm.streams.info(config.streamName)).state.last_seq;
+  assert.equal(last, accepted.at(-1)?.offset);
+  await deleteRows(servers.db, { threadId: u, logHorizon: last }); // the delete's Postgres step, no purge
+  await nc2.close();
+
+  broker = await startBroker(config, log);
+  ingest = new IngestClient(`127.0.0.1:${broker.grpcPort}`);
+  const after = await ingest.publish([ev(u, 'r2', 1), ev(other, 'x', 4)], 'PERSISTED');
+  assert.equal(after[0]?.seq, 1, 'the first stored event of the thread: none of the deleted ones took a seq');
+  await waitFor(async () => broker.persister && broker.persister.position >= (after.at(-1)?.offset ?? 0));
+  const u_rows = await servers.db.query('SELECT event_id FROM run_events WHERE thread_id = $1', [u]);
+  assert.deepEqual(
+    u_rows.rows.map((r) => r.event_id),
+    ['r2-e1'],
+  );
+  assert.ok((broker.persister?.storedCount ?? 0) >= 2);
+  ingest.close();
+  await broker.close();
+});
