@@ -239,6 +239,10 @@ def publish_stream(channel, pb, requests, timeout):
     responses = publish_stream_call(iter(requests), timeout=timeout)
     n = 0
     for resp in responses:
+        if resp.HasField("control"):
+            # A control message (e.g. a cancel for a run) is not an ack: it answers no request.
+            print("runstream_publish: control message: %s" % resp.control, file=sys.stderr)
+            continue
         if n >= len(requests):
             fail("PublishStream sent more responses than requests (%d)" % len(requests))
         check_response(requests[n], resp)
