@@ -6,11 +6,11 @@
  * It reads with an ordered consumer from checkpoint + 1, so a crash at any point replays
  * from a position, in log order: events already committed come back as duplicates and
  * take no seq. Messages are gathered while the previous batch is being stored, so
- * batches grow with load; within a batch threads are stored in parallel, each in its own
- * transaction, and a batch is finished before the next starts, so every thread's events
- * are stored in log order. A failure (Postgres away, a lost connection) retries the same
- * thread-batch with backoff: the persister pauses and resumes by itself. Reading pauses
- * too (the consumer is only pulled as batches are taken), so memory stays bounded.
+ * batches grow with load; a batch's threads are all stored in one transaction with a
+ * constant number of statements (batch-assigner.ts), and a batch is finished before the
+ * next starts, so every thread's events are stored in log order. A failure (Postgres away,
+ * a lost connection) retries the whole batch with backoff: the persister pauses and
+ * resumes by itself. Reading pauses too (the consumer is only pulled as batches are taken), so memory stays bounded.
  */
 import { randomBytes } from 'node:crypto';
 import { type ConsumerMessages, DeliverPolicy, type JetStreamClient, type JsMsg } from '@nats-io/jetstream';
@@ -21,8 +21,9 @@ import type { LogBounds } from '../fanout/subscription.js';
 import { chunkEvents, encodeReceipts } from '../log/announcements.js';
 import type { Subjects } from '../log/subjects.js';
 import type { Logger } from '../logger.js';
+import { storeBatch } from './batch-assigner.js';
 import { readCheckpoint, saveCheckpoint } from './checkpoint.js';
-import { type PendingEvent, storeThreadBatch, type ThreadBatchResult } from './seq-assigner.js';
+import type { PendingEvent, ThreadBatchResult } from './seq-assigner.js';
 
 export const RETRY_BASE_MS = 100;
 export const RETRY_MAX_MS = 5_000;
@@ -171,8 +172,7 @@ export class Persister implements AsyncDisposable {
       }
       g.events.push({ record, offset: m.seq });
     }
-    const stored = await Promise.all([...groups].map(([threadId, g]) => this.#storeGroup(threadId, g)));
-    if (this.#closed && stored.includes(false)) return; // replayed from the checkpoint next time
+    if (!(await this.#storeGroups(groups))) return; // closing: replayed from the checkpoint next time
     const last = (batch[batch.length - 1] as JsMsg).seq;
     this.position = last;
     // Losing this write only means replaying a little more after a crash.
@@ -181,25 +181,38 @@ export class Persister implements AsyncDisposable {
     );
   }
 
-  /** Stores one thread's part of a batch; false if given up because the persister is closing. */
-  async #storeGroup(threadId: string, g: ThreadGroup): Promise<boolean> {
+  /**
+   * Stores every thread's part of a batch in one transaction on one connection, then
+   * announces per thread; false if given up because the persister is closing.
+   */
+  async #storeGroups(groups: ReadonlyMap<string, ThreadGroup>): Promise<boolean> {
+    if (groups.size === 0) return true;
+    const events = new Map<string, PendingEvent[]>();
+    let total = 0;
+    for (const [threadId, g] of groups) {
+      events.set(threadId, g.events);
+      total += g.events.length;
+    }
     for (let n = 0; ; n++) {
       let client: pg.PoolClient | undefined;
       try {
         client = await this.#o.pool.connect();
-        const result = await storeThreadBatch(client, threadId, g.events);
+        const results = await storeBatch(client, events);
         client.release();
-        this.storedCount += result.inserted.length;
-        this.duplicateCount += g.events.length - result.inserted.length;
-        this.#announce(threadId, result);
+        for (const [threadId, g] of groups) {
+          const result = results.get(threadId) as ThreadBatchResult;
+          this.storedCount += result.inserted.length;
+          this.duplicateCount += g.events.length - result.inserted.length;
+          this.#announce(threadId, result);
+        }
         return true;
       } catch (err) {
         client?.release(err as Error); // a broken connection must not go back to the pool
         if (this.#closed) return false;
         const delay = Math.min(RETRY_MAX_MS, RETRY_BASE_MS * 2 ** Math.min(n, 10));
         this.#o.log.warn(
-          { err: (err as Error).message, threadId, events: g.events.length, retryInMs: delay },
-          'storing a thread batch failed; retrying',
+          { err: (err as Error).message, threads: groups.size, events: total, retryInMs: delay },
+          'storing a batch failed; retrying',
         );
         await new Promise((r) => setTimeout(r, delay));
         if (this.#closed) return false;

@@ -1,0 +1,307 @@
+/**
+ * Stores a whole multi-thread batch in ONE READ COMMITTED transaction, with a constant
+ * number of set-based statements whatever the number of threads. Per thread, the result
+ * is exactly what storeThreadBatch (seq-assigner.ts) returns for that thread's events:
+ *  1. the threads' advisory locks, one statement, taken in key order (so two persisters
+ *     with overlapping thread sets cannot deadlock); the statements after it take their
+ *     snapshots once every earlier writer of those threads has committed;
+ *  2. heads, deletion horizons and already-stored (thread_id, event_id) rows, one query;
+ *  3. the deletion check (deletions.ts semantics), one query and only when needed;
+ *  4. one insert (`unnest`) for every thread, seqs computed here per thread;
+ *  5. thread heads and runs upkeep (runs.ts `recordBatch` semantics), one statement.
+ */
+import type pg from 'pg';
+import { CATEGORY_NUMBER, type StoredEvent } from '../event.js';
+import type { Horizons } from './deletions.js';
+import { type RunDelta, runDeltas } from './runs.js';
+import type { PendingEvent, Receipt, ThreadBatchResult } from './seq-assigner.js';
+
+const LOCK_SQL = `SELECT pg_advisory_xact_lock(k)
+  FROM (SELECT DISTINCT hashtextextended(t, 0) AS k FROM unnest($1::text[]) t ORDER BY k) s`;
+
+// Per thread (event_id NULL): its head, as storeThreadBatch computes it, and its deletion
+// horizons; then the rows that already hold any of the batch's (thread_id, event_id).
+const EXISTING_SQL = `
+  SELECT t.thread_id, NULL::text AS event_id,
+         GREATEST((SELECT COALESCE(max(e.seq), 0) FROM run_events e WHERE e.thread_id = t.thread_id),
+                  COALESCE(h.head_seq, 0))::int8 AS seq,
+         COALESCE(h.deleted_upto_offset, 0)::int8 AS stream_offset,
+         COALESCE(h.run_deleted_upto_offset, 0)::int8 AS run_horizon
+    FROM unnest($1::text[]) AS t(thread_id) LEFT JOIN thread_heads h USING (thread_id)
+  UNION ALL
+  SELECT e.thread_id, e.event_id, e.seq, e.stream_offset, NULL::int8
+    FROM (SELECT DISTINCT thread_id, event_id FROM unnest($2::text[], $3::text[]) AS q(thread_id, event_id)) q
+    JOIN run_events e ON e.thread_id = q.thread_id AND e.event_id = q.event_id`;
+
+const RUN_HORIZONS_SQL = `
+  SELECT d.thread_id, d.run_id, d.deleted_upto_offset AS upto
+    FROM (SELECT DISTINCT thread_id, run_id FROM unnest($1::text[], $2::text[]) AS q(thread_id, run_id)) q
+    JOIN run_deletions d ON d.thread_id = q.thread_id AND d.run_id = q.run_id`;
+
+const INSERT_SQL = `
+  INSERT INTO run_events
+    (thread_id, seq, event_id, run_id, event_type, category, user_id, created_at, content, metadata, stream_offset)
+  SELECT x.thread_id, x.seq, x.event_id, x.run_id, x.event_type, x.category, x.user_id, x.created_at,
+         x.content::json, x.metadata::json, x.stream_offset
+    FROM unnest($1::text[], $2::int8[], $3::text[], $4::text[], $5::text[], $6::int2[], $7::text[],
+                $8::timestamptz[], $9::text[], $10::text[], $11::int8[])
+         AS x(thread_id, seq, event_id, run_id, event_type, category, user_id, created_at,
+              content, metadata, stream_offset)`;
+
+// runs.ts RECORD_SQL with a thread_id column: under the threads' advisory locks nothing
+// else writes these rows, so update-then-insert is race-free. Each thread appears once in
+// $1/$2, each (thread_id, run_id) once in x.
+const RECORD_SQL = `
+  WITH x AS (
+    SELECT * FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::bool[], $8::int8[], $9::int8[],
+                         $10::int8[], $11::int8[], $12::int8[], $13::int8[], $14::int8[], $15::timestamptz[],
+                         $16::timestamptz[], $17::timestamptz[], $18::text[], $19::text[], $20::bool[],
+                         $21::text[])
+      AS x(thread_id, run_id, user_id, status, explicit, first_seq, last_seq, end_seq, events, messages,
+           traces, lifecycles, started_at, updated_at, ended_at, metadata, outcome, mixed, sole)
+  ), head AS (
+    INSERT INTO thread_heads (thread_id, head_seq)
+    SELECT * FROM unnest($1::text[], $2::int8[])
+    ON CONFLICT (thread_id) DO UPDATE SET head_seq = GREATEST(thread_heads.head_seq, EXCLUDED.head_seq)
+  ), upd AS (
+    UPDATE runs r SET
+      user_id = CASE WHEN r.user_id = '' THEN x.user_id ELSE r.user_id END,
+      users_mixed = r.users_mixed OR x.mixed OR x.sole <> r.user_id,
+      status = CASE WHEN x.explicit THEN x.status
+                    WHEN r.status = 'pending' AND x.status = 'running' THEN 'running'
+                    ELSE r.status END,
+      end_seq = CASE WHEN x.explicit THEN x.end_seq ELSE r.end_seq END,
+      ended_at = CASE WHEN x.explicit THEN x.ended_at ELSE r.ended_at END,
+      outcome = CASE WHEN x.explicit THEN x.outcome::json ELSE r.outcome END,
+      metadata = COALESCE(x.metadata::json, r.metadata),
+      first_seq = LEAST(r.first_seq, x.first_seq),
+      last_seq = GREATEST(r.last_seq, x.last_seq),
+      event_count = r.event_count + x.events,
+      message_count = r.message_count + x.messages,
+      trace_count = r.trace_count + x.traces,
+      lifecycle_count = r.lifecycle_count + x.lifecycles,
+      started_at = LEAST(r.started_at, x.started_at),
+      updated_at = GREATEST(r.updated_at, x.updated_at)
+    FROM x WHERE r.thread_id = x.thread_id AND r.run_id = x.run_id
+    RETURNING r.thread_id, r.run_id
+  )
+  INSERT INTO runs (thread_id, run_id, user_id, users_mixed, status, first_seq, last_seq, end_seq,
+                    event_count, message_count, trace_count, lifecycle_count, started_at, updated_at,
+                    ended_at, metadata, outcome)
+  SELECT x.thread_id, x.run_id, x.user_id, x.mixed, x.status, x.first_seq, x.last_seq, x.end_seq, x.events,
+         x.messages, x.traces, x.lifecycles, x.started_at, x.updated_at, x.ended_at,
+         COALESCE(x.metadata, '{}')::json, x.outcome::json
+    FROM x WHERE NOT EXISTS (SELECT 1 FROM upd WHERE upd.thread_id = x.thread_id AND upd.run_id = x.run_id)`;
+
+interface ThreadState {
+  readonly threadId: string;
+  readonly batch: readonly PendingEvent[];
+  head: number;
+  horizons: Horizons;
+  readonly known: Map<string, Receipt>;
+  readonly dropped: Set<number>;
+  readonly runsToCheck: Set<string>;
+}
+
+/**
+ * Stores every thread's events of a batch (`groups`: thread_id → its events, in log
+ * order) in one transaction. Returns, per thread, what storeThreadBatch would return.
+ */
+export async function storeBatch(
+  client: pg.ClientBase,
+  groups: ReadonlyMap<string, readonly PendingEvent[]>,
+): Promise<Map<string, ThreadBatchResult>> {
+  const results = new Map<string, ThreadBatchResult>();
+  if (groups.size === 0) return results;
+  const threadIds = [...groups.keys()];
+  const states = new Map<string, ThreadState>();
+  const qThreads: string[] = [];
+  const qIds: string[] = [];
+  for (const [threadId, batch] of groups) {
+    states.set(threadId, {
+      threadId,
+      batch,
+      head: 0,
+      horizons: { thread: 0, runs: 0 },
+      known: new Map(),
+      dropped: new Set(),
+      runsToCheck: new Set(),
+    });
+    for (const p of batch) {
+      qThreads.push(threadId);
+      qIds.push(p.record.event_id);
+    }
+  }
+
+  await client.query('BEGIN');
+  try {
+    await client.query({ name: 'rs_batch_lock', text: LOCK_SQL, values: [threadIds] });
+    const existing = await client.query<{
+      thread_id: string;
+      event_id: string | null;
+      seq: string;
+      stream_offset: string | null;
+      run_horizon: string | null;
+    }>({ name: 'rs_batch_existing', text: EXISTING_SQL, values: [threadIds, qThreads, qIds] });
+    for (const row of existing.rows) {
+      const s = states.get(row.thread_id) as ThreadState;
+      if (row.event_id === null) {
+        s.head = Number(row.seq);
+        s.horizons = { thread: Number(row.stream_offset), runs: Number(row.run_horizon) };
+      } else
+        s.known.set(row.event_id, {
+          event_id: row.event_id,
+          seq: Number(row.seq),
+          offset: Number(row.stream_offset),
+        });
+    }
+
+    // Deletions (deletions.ts deletedInBatch, for all threads at once).
+    const rThreads: string[] = [];
+    const rRuns: string[] = [];
+    for (const s of states.values()) {
+      s.batch.forEach((p, i) => {
+        if (p.offset <= s.horizons.thread) s.dropped.add(i);
+        else if (p.offset <= s.horizons.runs) s.runsToCheck.add(p.record.run_id);
+      });
+      for (const run of s.runsToCheck) {
+        rThreads.push(s.threadId);
+        rRuns.push(run);
+      }
+    }
+    if (rThreads.length > 0) {
+      const { rows } = await client.query<{ thread_id: string; run_id: string; upto: string }>({
+        name: 'rs_batch_run_horizons',
+        text: RUN_HORIZONS_SQL,
+        values: [rThreads, rRuns],
+      });
+      const upto = new Map<string, Map<string, number>>();
+      for (const r of rows) {
+        let m = upto.get(r.thread_id);
+        if (!m) {
+          m = new Map();
+          upto.set(r.thread_id, m);
+        }
+        m.set(r.run_id, Number(r.upto));
+      }
+      for (const s of states.values()) {
+        if (s.runsToCheck.size === 0) continue;
+        const m = upto.get(s.threadId);
+        s.batch.forEach((p, i) => {
+          if (p.offset <= (m?.get(p.record.run_id) ?? 0)) s.dropped.add(i);
+        });
+      }
+    }
+
+    // Seqs, per thread exactly as storeThreadBatch assigns them.
+    const ins = {
+      threadId: [] as string[],
+      seq: [] as number[],
+      eventId: [] as string[],
+      runId: [] as string[],
+      eventType: [] as string[],
+      category: [] as number[],
+      userId: [] as string[],
+      createdAt: [] as string[],
+      content: [] as string[],
+      metadata: [] as string[],
+      offset: [] as number[],
+    };
+    const heads = { threadId: [] as string[], head: [] as number[] };
+    const deltas: { threadId: string; d: RunDelta }[] = [];
+    for (const s of states.values()) {
+      const receipts: Receipt[] = new Array(s.batch.length);
+      const inserted: StoredEvent[] = [];
+      let fresh = 0;
+      for (let i = 0; i < s.batch.length; i++) {
+        const p = s.batch[i] as PendingEvent;
+        const prior = s.known.get(p.record.event_id);
+        if (prior) {
+          receipts[i] = prior;
+          continue;
+        }
+        if (s.dropped.has(i)) {
+          receipts[i] = { event_id: p.record.event_id, seq: 0, offset: p.offset };
+          continue;
+        }
+        fresh++;
+        const seq = s.head + fresh;
+        const receipt = { event_id: p.record.event_id, seq, offset: p.offset };
+        s.known.set(p.record.event_id, receipt); // a later repeat in this batch is a duplicate
+        receipts[i] = receipt;
+        inserted.push({ ...p.record, seq, offset: p.offset });
+        const r = p.record;
+        ins.threadId.push(s.threadId);
+        ins.seq.push(seq);
+        ins.eventId.push(r.event_id);
+        ins.runId.push(r.run_id);
+        ins.eventType.push(r.event_type);
+        ins.category.push(CATEGORY_NUMBER[r.category]);
+        ins.userId.push(r.user_id);
+        ins.createdAt.push(r.created_at);
+        ins.content.push(r.content_json);
+        ins.metadata.push(r.metadata_json);
+        ins.offset.push(p.offset);
+      }
+      if (fresh > 0) {
+        heads.threadId.push(s.threadId);
+        heads.head.push(s.head + fresh);
+        for (const d of runDeltas(inserted)) deltas.push({ threadId: s.threadId, d });
+      }
+      results.set(s.threadId, { inserted, receipts });
+    }
+
+    if (ins.threadId.length > 0) {
+      await client.query({
+        name: 'rs_batch_insert',
+        text: INSERT_SQL,
+        values: [
+          ins.threadId,
+          ins.seq,
+          ins.eventId,
+          ins.runId,
+          ins.eventType,
+          ins.category,
+          ins.userId,
+          ins.createdAt,
+          ins.content,
+          ins.metadata,
+          ins.offset,
+        ],
+      });
+      const col = <K extends keyof RunDelta>(k: K): RunDelta[K][] => deltas.map((x) => x.d[k]);
+      await client.query({
+        name: 'rs_batch_record_runs',
+        text: RECORD_SQL,
+        values: [
+          heads.threadId,
+          heads.head,
+          deltas.map((x) => x.threadId),
+          col('run_id'),
+          col('user_id'),
+          col('status'),
+          col('explicit'),
+          col('first_seq'),
+          col('last_seq'),
+          col('end_seq'),
+          col('events'),
+          col('messages'),
+          col('traces'),
+          col('lifecycles'),
+          col('started_at'),
+          col('updated_at'),
+          col('ended_at'),
+          col('metadata'),
+          col('outcome'),
+          col('mixed'),
+          col('sole'),
+        ],
+      });
+    }
+    await client.query('COMMIT');
+    return results;
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  }
+}
