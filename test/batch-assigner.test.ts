@@ -1,6 +1,7 @@
 // storeBatch (one transaction for a whole multi-thread batch) against a real Postgres:
-// per thread it must do exactly what storeThreadBatch does, and concurrent batches with
-// overlapping threads must neither deadlock nor collide (invariants 1 and 3).
+// storing many threads at once must give exactly what storing each thread alone, one
+// after another, gives (storeThreadBatch), and concurrent batches with overlapping
+// threads must neither deadlock nor collide (invariants 1 and 3).
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import pg from 'pg';
@@ -16,7 +17,7 @@ import { expectGapFree, randomName, threadRows } from './helpers/stack.js';
 let server: PostgresHandle;
 /** Stored with storeBatch. */
 let pool: pg.Pool;
-/** The twin: the same batches stored per thread with storeThreadBatch. */
+/** The twin: the same batches stored one thread at a time with storeThreadBatch. */
 let twin: pg.Pool;
 let nextOffset = 1;
 let clock = Date.parse('2026-01-01T00:00:00.000Z');

@@ -1,14 +1,14 @@
 /**
  * Stores a whole multi-thread batch in ONE READ COMMITTED transaction, with a constant
  * number of set-based statements whatever the number of threads. Per thread, the result
- * is exactly what storeThreadBatch (seq-assigner.ts) returns for that thread's events:
+ * is exactly what storing each thread's events alone, one thread after another, returns:
  *  1. the threads' advisory locks, one statement, taken in key order (so two persisters
  *     with overlapping thread sets cannot deadlock); the statements after it take their
  *     snapshots once every earlier writer of those threads has committed;
  *  2. heads, deletion horizons and already-stored (thread_id, event_id) rows, one query;
  *  3. the deletion check (deletions.ts semantics), one query and only when needed;
  *  4. one insert (`unnest`) for every thread, seqs computed here per thread;
- *  5. thread heads and runs upkeep (runs.ts `recordBatch` semantics), one statement.
+ *  5. thread heads and runs upkeep (deltas from runs.ts `runDeltas`), one statement.
  */
 import type pg from 'pg';
 import { CATEGORY_NUMBER, type StoredEvent } from '../event.js';
@@ -19,7 +19,7 @@ import type { PendingEvent, Receipt, ThreadBatchResult } from './seq-assigner.js
 const LOCK_SQL = `SELECT pg_advisory_xact_lock(k)
   FROM (SELECT DISTINCT hashtextextended(t, 0) AS k FROM unnest($1::text[]) t ORDER BY k) s`;
 
-// Per thread (event_id NULL): its head, as storeThreadBatch computes it, and its deletion
+// Per thread (event_id NULL): its head (thread_heads, or max(seq) before any), and its deletion
 // horizons; then the rows that already hold any of the batch's (thread_id, event_id).
 const EXISTING_SQL = `
   SELECT t.thread_id, NULL::text AS event_id,
@@ -105,7 +105,7 @@ interface ThreadState {
 
 /**
  * Stores every thread's events of a batch (`groups`: thread_id → its events, in log
- * order) in one transaction. Returns, per thread, what storeThreadBatch would return.
+ * order) in one transaction. Returns, per thread, the new events and a receipt per event.
  */
 export async function storeBatch(
   client: pg.ClientBase,
@@ -156,7 +156,7 @@ export async function storeBatch(
         });
     }
 
-    // Deletions (deletions.ts deletedInBatch, for all threads at once).
+    // Deletions: an event at or below its thread's horizon, or its run's, belongs to a deleted past.
     const rThreads: string[] = [];
     const rRuns: string[] = [];
     for (const s of states.values()) {
@@ -193,7 +193,7 @@ export async function storeBatch(
       }
     }
 
-    // Seqs, per thread exactly as storeThreadBatch assigns them.
+    // Seqs, per thread: head+1, head+2, ... over the events not stored before.
     const ins = {
       threadId: [] as string[],
       seq: [] as number[],

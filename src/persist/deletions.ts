@@ -12,7 +12,6 @@
  */
 import type pg from 'pg';
 import { PermissionDeniedError } from '../errors.js';
-import type { PendingEvent } from './seq-assigner.js';
 
 const LOCK_SQL = 'SELECT pg_advisory_xact_lock(hashtextextended($1, 0))';
 
@@ -22,36 +21,6 @@ export interface Horizons {
   readonly thread: number;
   /** Highest horizon of any deleted run of the thread (0: none). */
   readonly runs: number;
-}
-
-/**
- * The events of a batch that belong to a deleted past, by index. Costs nothing unless
- * some event is at or below a horizon; then one lookup of the runs concerned.
- */
-export async function deletedInBatch(
-  client: pg.ClientBase,
-  threadId: string,
-  batch: readonly PendingEvent[],
-  h: Horizons,
-): Promise<Set<number>> {
-  const dropped = new Set<number>();
-  const runsToCheck = new Set<string>();
-  batch.forEach((p, i) => {
-    if (p.offset <= h.thread) dropped.add(i);
-    else if (p.offset <= h.runs) runsToCheck.add(p.record.run_id);
-  });
-  if (runsToCheck.size === 0) return dropped;
-  const { rows } = await client.query<{ run_id: string; upto: string }>({
-    name: 'rs_run_horizons',
-    text: `SELECT run_id, deleted_upto_offset AS upto FROM run_deletions
-            WHERE thread_id = $1 AND run_id = ANY($2::text[])`,
-    values: [threadId, [...runsToCheck]],
-  });
-  const upto = new Map(rows.map((r) => [r.run_id, Number(r.upto)]));
-  batch.forEach((p, i) => {
-    if (p.offset <= (upto.get(p.record.run_id) ?? 0)) dropped.add(i);
-  });
-  return dropped;
 }
 
 export interface DeleteRowsQuery {
