@@ -4,7 +4,7 @@ SHELL := bash
 # Prerequisites run in the order listed (deps before build before test), even under -j.
 .NOTPARALLEL:
 
-.PHONY: help deps build test lint run bench proto clean clean-data
+.PHONY: help deps build test lint run bench bench-history proto clean clean-data
 
 help: ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -26,6 +26,9 @@ run: ## local stack: nats, Postgres, broker and demo agent; Ctrl-C stops it
 
 bench: deps build ## benchmarks
 	node dist/bench/run.js
+
+bench-history: deps build ## History reads benchmark (issue 3): ListEvents pages on ~2M rows, < 10 min
+	node dist/bench/history.js
 
 proto: ## regenerate src/gen from proto/
 	npm run proto
