@@ -25,10 +25,8 @@
  * reported. Prints tables (also as Markdown) and writes bench/results/<date>-history[-quick].json.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { OPEN_PRINCIPAL } from '../src/auth/principal.js';
@@ -60,11 +58,9 @@ import {
   SMALL_THREADS,
   smallThreadId,
 } from './lib/history-data.js';
-import { fmt, type Row, renderTable, summarizeRows } from './lib/report.js';
+import { fmt, machineInfo, type Row, renderTable, summarizeRows, writeResults } from './lib/report.js';
 import { type CpuNs, otherCores, schedSnapshot, usPerRequest } from './lib/schedstat.js';
 import { median, summarize } from './lib/stats.js';
-
-const RESULTS_DIR = fileURLToPath(new URL('../../bench/results/', import.meta.url));
 
 const { values: args } = parseArgs({
   options: {
@@ -941,48 +937,31 @@ async function main(): Promise<void> {
     log(cpuTable(reps));
     if (errors.length) log(`\n${errors.length} problem(s):\n  ${errors.join('\n  ')}`);
 
-    mkdirSync(RESULTS_DIR, { recursive: true });
-    const file = `${RESULTS_DIR}${stamp.replace(/:/g, '-')}-history${quick ? '-quick' : ''}.json`;
-    writeFileSync(
-      file,
-      `${JSON.stringify(
-        {
-          date: stamp,
-          mode: quick ? 'quick' : 'full',
-          totalSeconds: Math.round(totalS),
-          machine: {
-            cpus: os.cpus().length,
-            cpuModel: os.cpus()[0]?.model,
-            memoryGiB: Math.round(os.totalmem() / 2 ** 30),
-            node: process.version,
-            ...v,
-            loadavgStart: loadStart,
-            loadavgEnd: os.loadavg(),
-          },
-          plan: PLAN,
-          shapes: SHAPES.map(({ key, label, expected, timed, fixed }) => ({
-            key,
-            label,
-            expected,
-            timed,
-            fixed,
-          })),
-          data,
-          plans,
-          summary: rows.map(({ scenario, metric, median: m, values }) => ({
-            scenario,
-            metric,
-            median: m,
-            values,
-          })),
-          markdown: { latency: markdownTable(reps), cpu: cpuTable(reps), plans: plansMarkdown(plans) },
-          runs: reps,
-          errors,
-        },
-        (_, value) => (typeof value === 'number' && !Number.isFinite(value) ? null : value),
-        2,
-      )}\n`,
-    );
+    const file = writeResults(stamp, `-history${quick ? '-quick' : ''}`, {
+      date: stamp,
+      mode: quick ? 'quick' : 'full',
+      totalSeconds: Math.round(totalS),
+      machine: machineInfo(v, loadStart, os.loadavg()),
+      plan: PLAN,
+      shapes: SHAPES.map(({ key, label, expected, timed, fixed }) => ({
+        key,
+        label,
+        expected,
+        timed,
+        fixed,
+      })),
+      data,
+      plans,
+      summary: rows.map(({ scenario, metric, median: m, values }) => ({
+        scenario,
+        metric,
+        median: m,
+        values,
+      })),
+      markdown: { latency: markdownTable(reps), cpu: cpuTable(reps), plans: plansMarkdown(plans) },
+      runs: reps,
+      errors,
+    });
     log(`\nwrote ${file}`);
     if (errors.length > 0) process.exitCode = 1;
   } finally {

@@ -14,9 +14,7 @@
  * table and writes bench/results/<ISO date>[-quick].json. See docs/benchmarks.md.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { eventJson } from '../src/event.js';
 import { findNatsServerBinary } from '../test/helpers/nats-server.js';
@@ -25,12 +23,18 @@ import { type BenchBroker, startBenchBroker } from './lib/bench-broker.js';
 import { type CpuMs, waitForQuiet } from './lib/cpu.js';
 import { type LoopDelaySummary, type Measured, summarizeLoopDelay } from './lib/measured.js';
 import { type BenchThread, logRecordBytes, makeThreads, nextTokenEvent } from './lib/payload.js';
-import { fmt, type Row, renderTable, summarizeRows } from './lib/report.js';
+import {
+  fmt,
+  machineInfo,
+  RESULTS_DIR,
+  type Row,
+  renderTable,
+  summarizeRows,
+  writeResults,
+} from './lib/report.js';
 import { type FixedRateResult, runFixedRate } from './scenarios/fixed-rate.js';
 import { type FullSpeedResult, runFullSpeed } from './scenarios/full-speed.js';
 import { type PgBaselineResult, runPgBaseline } from './scenarios/pg-baseline.js';
-
-const RESULTS_DIR = fileURLToPath(new URL('../../bench/results/', import.meta.url));
 
 const { values: args } = parseArgs({
   options: {
@@ -335,34 +339,17 @@ async function main(): Promise<void> {
   const errors = runs.flatMap((r) => r.errors);
   if (errors.length > 0) log(`\n${errors.length} measurement(s) failed:\n  ${errors.join('\n  ')}`);
 
-  mkdirSync(RESULTS_DIR, { recursive: true });
-  const file = `${RESULTS_DIR}${stamp.replace(/:/g, '-')}${quick ? '-quick' : ''}.json`;
-  writeFileSync(
-    file,
-    `${JSON.stringify(
-      {
-        date: stamp,
-        mode: quick ? 'quick' : 'full',
-        totalSeconds: Math.round(totalS),
-        machine: {
-          cpus: os.cpus().length,
-          cpuModel: os.cpus()[0]?.model,
-          memoryGiB: Math.round(os.totalmem() / 2 ** 30),
-          node: process.version,
-          ...v,
-          loadavgStart: loadStart,
-          loadavgEnd: loadEnd,
-        },
-        plan: PLAN,
-        payload,
-        summary: rows.map(({ scenario, metric, median, values }) => ({ scenario, metric, median, values })),
-        runs,
-        profiles: profileDir,
-      },
-      (_, value) => (typeof value === 'number' && !Number.isFinite(value) ? null : value),
-      2,
-    )}\n`,
-  );
+  const file = writeResults(stamp, `${quick ? '-quick' : ''}`, {
+    date: stamp,
+    mode: quick ? 'quick' : 'full',
+    totalSeconds: Math.round(totalS),
+    machine: machineInfo(v, loadStart, loadEnd),
+    plan: PLAN,
+    payload,
+    summary: rows.map(({ scenario, metric, median, values }) => ({ scenario, metric, median, values })),
+    runs,
+    profiles: profileDir,
+  });
   log(`\nwrote ${file}${profileDir ? `\nbroker CPU profiles in ${profileDir}` : ''}`);
   if (errors.length > 0) process.exitCode = 1;
 }

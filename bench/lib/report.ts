@@ -1,5 +1,34 @@
 /** The benchmark's table: one row per (scenario, metric), the median of its runs and every run. */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import { fileURLToPath } from 'node:url';
 import { median } from './stats.js';
+
+export const RESULTS_DIR = fileURLToPath(new URL('../../../bench/results/', import.meta.url));
+
+/** The machine a run measured, for its results file. */
+export function machineInfo(versions: object, loadavgStart: number[], loadavgEnd: number[]): object {
+  return {
+    cpus: os.cpus().length,
+    cpuModel: os.cpus()[0]?.model,
+    memoryGiB: Math.round(os.totalmem() / 2 ** 30),
+    node: process.version,
+    ...versions,
+    loadavgStart,
+    loadavgEnd,
+  };
+}
+
+/** Writes `bench/results/<date><tag>.json` and returns its path. */
+export function writeResults(stamp: string, tag: string, body: object): string {
+  mkdirSync(RESULTS_DIR, { recursive: true });
+  const file = `${RESULTS_DIR}${stamp.replace(/:/g, '-')}${tag}.json`;
+  // NaN and Infinity (an empty measurement) become null rather than invalid JSON.
+  const finite = (_: string, value: unknown): unknown =>
+    typeof value === 'number' && !Number.isFinite(value) ? null : value;
+  writeFileSync(file, `${JSON.stringify(body, finite, 2)}\n`);
+  return file;
+}
 
 export interface Row {
   readonly scenario: string;
