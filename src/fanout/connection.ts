@@ -1,9 +1,3 @@
-/**
- * One WebSocket client: parses its frames, holds its subscriptions (many, to many
- * threads), and owns its send queue. Errors are reported to the client as frames and
- * logged; nothing a client sends can throw into the event loop.
- */
-import type pg from 'pg';
 import type { WebSocket } from 'ws';
 import { watchExpiry } from '../auth/expiry.js';
 import type { Principal } from '../auth/principal.js';
@@ -17,10 +11,6 @@ import {
 } from '../errors.js';
 import { type CancelReceipt, type CancelSource, checkReason, type RunControl } from '../ingest/control.js';
 import { ID_PATTERN } from '../ingest/validate.js';
-import type { CommittedEvent } from '../log/announcements.js';
-import type { DeletionNotice } from '../log/deletion-notices.js';
-import type { ThreadFeeds } from '../log/thread-feed.js';
-import type { Logger } from '../logger.js';
 import { parseFilter } from './filter.js';
 import {
   cancelRequestedFrame,
@@ -33,10 +23,11 @@ import {
 } from './frames.js';
 import {
   type DeliveredEvent,
-  type LogBounds,
   type StartCursor,
   Subscription,
+  type SubscriptionResources,
   type SubscriptionSink,
+  subscriptionResources,
 } from './subscription.js';
 
 /** Close codes (4000-4999 are the application's). Documented in docs/protocol.md. */
@@ -50,21 +41,14 @@ export const CLOSE_TRY_AGAIN_LATER = 1013;
 export const ON_DISCONNECT_CANCEL = 'cancel';
 export const SUB_ID_MAX_LENGTH = 128;
 
-export interface ConnectionOptions {
-  readonly pool: pg.Pool;
-  readonly feeds: ThreadFeeds<CommittedEvent[]>;
-  /** Deletion notices: a deleted thread or run ends its subscriptions with a `deleted` frame. */
-  readonly deletions?: ThreadFeeds<DeletionNotice> | undefined;
-  readonly pageSize: number;
+export interface ConnectionOptions extends SubscriptionResources {
   readonly maxSubscriptions: number;
   /** Bytes queued for the socket past which the client is cut off as too slow. */
   readonly maxBufferedBytes: number;
-  readonly logBounds: () => Promise<LogBounds>;
   /** Who authenticated at upgrade: checked on every subscribe; its expiry ends the connection. */
   readonly principal: Principal;
   /** Cancel requests (`cancel` frames, `on_disconnect: "cancel"`); absent: refused as unavailable. */
   readonly control?: RunControl | undefined;
-  readonly log: Logger;
 }
 
 export class Connection implements SubscriptionSink {
@@ -233,13 +217,8 @@ export class Connection implements SubscriptionSink {
       threadId: msg.thread_id,
       start,
       filter,
-      logBounds: this.#o.logBounds,
+      ...subscriptionResources(this.#o),
       sink: this,
-      pool: this.#o.pool,
-      feeds: this.#o.feeds,
-      deletions: this.#o.deletions,
-      pageSize: this.#o.pageSize,
-      log: this.#o.log,
       onClose: (s) => {
         if (this.#subs.get(s.id) === s) this.#subs.delete(s.id);
         this.#cancelOnDisconnect.delete(s);

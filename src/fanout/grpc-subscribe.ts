@@ -8,7 +8,6 @@
  * RESOURCE_EXHAUSTED and the cursor to resume from, exactly like a slow WebSocket client.
  */
 import * as grpc from '@grpc/grpc-js';
-import type pg from 'pg';
 import { watchExpiry } from '../auth/expiry.js';
 import { type Authenticator, bearerFromGrpc, type Principal } from '../auth/principal.js';
 import { scopedFilter } from '../auth/scope.js';
@@ -26,19 +25,17 @@ import type { SubscriberHandlers } from '../gen/runstream/v1/Subscriber.js';
 import type { ProtoGrpcType as SubscriberProto } from '../gen/subscriber.js';
 import type { GrpcServer } from '../grpc/server.js';
 import { ID_PATTERN } from '../ingest/validate.js';
-import type { CommittedEvent } from '../log/announcements.js';
-import type { DeletionNotice } from '../log/deletion-notices.js';
-import type { ThreadFeeds } from '../log/thread-feed.js';
 import type { Logger } from '../logger.js';
 import { loadProto } from '../proto.js';
 import { type EventFilter, parseFilter } from './filter.js';
 import { eventProtoFromJson } from './grpc-event.js';
 import {
   type DeliveredEvent,
-  type LogBounds,
   type StartCursor,
   Subscription,
+  type SubscriptionResources,
   type SubscriptionSink,
+  subscriptionResources,
 } from './subscription.js';
 
 export const SUBSCRIBER_SERVICE = 'runstream.v1.Subscriber';
@@ -50,17 +47,10 @@ export const ERROR_CODE_TRAILER = 'rs-error-code';
  */
 export const CURSOR_TRAILER = 'rs-cursor';
 
-export interface GrpcSubscribeOptions {
-  readonly pool: pg.Pool;
-  readonly feeds: ThreadFeeds<CommittedEvent[]>;
-  /** Deletion notices: a subscription to a deleted thread or run gets `deleted` and ends. */
-  readonly deletions?: ThreadFeeds<DeletionNotice> | undefined;
-  readonly pageSize: number;
+export interface GrpcSubscribeOptions extends SubscriptionResources {
   /** Bytes queued on one call past which the subscriber is cut off as too slow. */
   readonly maxBufferedBytes: number;
-  readonly logBounds: () => Promise<LogBounds>;
   readonly auth: Authenticator;
-  readonly log: Logger;
 }
 
 type Call = grpc.ServerWritableStream<SubscribeRequest__Output, SubscribeResponse>;
@@ -109,13 +99,8 @@ export class GrpcSubscribeService {
         threadId: req.threadId,
         start: req.start,
         filter: scopedFilter(req.filter, principal),
-        logBounds: this.#o.logBounds,
+        ...subscriptionResources(this.#o),
         sink: sc,
-        pool: this.#o.pool,
-        feeds: this.#o.feeds,
-        deletions: this.#o.deletions,
-        pageSize: this.#o.pageSize,
-        log: this.#o.log,
         onClose: () => undefined,
       });
       sc.attach(sub, principal);

@@ -8,34 +8,27 @@
  * JSON; `Last-Event-ID` resumes after that seq. docs/sse.md has the whole contract.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type pg from 'pg';
 import { authenticateHttp, requireRead } from '../auth/http.js';
 import type { Authenticator, Principal } from '../auth/principal.js';
 import { scopedFilter } from '../auth/scope.js';
 import { ErrorCode, RunstreamError } from '../errors.js';
 import { type HttpRoute, sendError } from '../http/util.js';
-import type { CommittedEvent } from '../log/announcements.js';
-import type { DeletionNotice } from '../log/deletion-notices.js';
-import type { ThreadFeeds } from '../log/thread-feed.js';
-import type { Logger } from '../logger.js';
 import type { EventFilter } from './filter.js';
 import { langGraphRoutes } from './langgraph-join.js';
 import { runTerminal } from './run-status.js';
 import { parseStreamQuery, pathId } from './sse-params.js';
 import { formatSse, SSE_HEADERS, type SseDialect, SseStream } from './sse-stream.js';
-import { type DeliveredEvent, type LogBounds, type StartCursor, Subscription } from './subscription.js';
+import {
+  type DeliveredEvent,
+  type StartCursor,
+  Subscription,
+  type SubscriptionResources,
+  subscriptionResources,
+} from './subscription.js';
 
 export const SSE_STREAM_PATTERN = /^\/v1\/threads\/([^/]+)\/stream$/;
 
-export interface SseServiceOptions {
-  readonly pool: pg.Pool;
-  /** Committed events of every thread, as the persister announces them. */
-  readonly feeds: ThreadFeeds<CommittedEvent[]>;
-  /** Deletion notices: a stream on a deleted thread or run ends with `deleted`. */
-  readonly deletions?: ThreadFeeds<DeletionNotice> | undefined;
-  readonly logBounds: () => Promise<LogBounds>;
-  /** Events per catch-up query. */
-  readonly pageSize: number;
+export interface SseServiceOptions extends SubscriptionResources {
   /** Bytes queued on one response past which its client is cut off as too slow. */
   readonly maxBufferedBytes: number;
   readonly keepAliveMs: number;
@@ -47,7 +40,6 @@ export interface SseServiceOptions {
    * `cancel_on_disconnect=1`; without it that option is refused.
    */
   readonly cancelRun?: (threadId: string, runId: string, principal: Principal) => Promise<void>;
-  readonly log: Logger;
 }
 
 /** What a route asks of {@link SseService.open}. */
@@ -145,13 +137,8 @@ export class SseService {
       start: r.start,
       // A user-scoped token sees only its user's events, whatever the client asked.
       filter: scopedFilter(r.filter, r.principal),
-      logBounds: this.#o.logBounds,
+      ...subscriptionResources(this.#o),
       sink: stream,
-      pool: this.#o.pool,
-      feeds: this.#o.feeds,
-      deletions: this.#o.deletions,
-      pageSize: this.#o.pageSize,
-      log: this.#o.log,
       onClose: () => undefined,
     });
     stream.attach(sub);

@@ -60,13 +60,9 @@ export interface LogBounds {
   readonly last: number;
 }
 
-export interface SubscriptionOptions {
-  readonly id: string;
-  readonly threadId: string;
-  readonly start: StartCursor;
-  readonly filter: EventFilter;
+/** What every subscription on a fan-out node reads from, whatever its transport. */
+export interface SubscriptionResources {
   readonly logBounds: () => Promise<LogBounds>;
-  readonly sink: SubscriptionSink;
   readonly pool: pg.Pool;
   readonly feeds: ThreadFeeds<CommittedEvent[]>;
   /**
@@ -77,6 +73,20 @@ export interface SubscriptionOptions {
   readonly deletions?: ThreadFeeds<DeletionNotice> | undefined;
   readonly pageSize: number;
   readonly log: Logger;
+}
+
+/** The {@link SubscriptionResources} out of a transport's options (which extend them). */
+export function subscriptionResources(o: SubscriptionResources): SubscriptionResources {
+  const { logBounds, pool, feeds, deletions, pageSize, log } = o;
+  return { logBounds, pool, feeds, deletions, pageSize, log };
+}
+
+export interface SubscriptionOptions extends SubscriptionResources {
+  readonly id: string;
+  readonly threadId: string;
+  readonly start: StartCursor;
+  readonly filter: EventFilter;
+  readonly sink: SubscriptionSink;
   /** Called once when the subscription ends, whatever the reason. */
   readonly onClose: (sub: Subscription) => void;
 }
