@@ -140,7 +140,7 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
     // Cancel requests (WebSocket frame, HTTP POST, on_disconnect) are stored through the log and routed to producers.
     const control = new RunControl({
       nc,
-      publisher: new LogPublisher(js, subjects),
+      publisher: new LogPublisher(nc, js, subjects),
       subjects,
       pool,
       log: log.child({ stage: 'control' }),
@@ -207,7 +207,7 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
     if (config.roles.has('ingest')) {
       const receipts = new ThreadFeeds<Receipt[]>(nc, (t) => subjects.receipts(t), decodeReceipts, log);
       new IngestService({
-        publisher: new LogPublisher(js, subjects),
+        publisher: new LogPublisher(nc, js, subjects),
         waiter: new PersistWaiter(receipts, pool, config.persistedAckTimeoutMs),
         limits: config,
         auth,

@@ -57,11 +57,12 @@ export function eventJson(e: StoredEvent): string {
 const LOG_ID = /^[A-Za-z0-9_-]{1,128}$/;
 
 /**
- * Parses a log message and checks it has the shape ingest writes, so that a message put
+ * Checks a parsed log record has the shape ingest writes, so that a message put
  * on the log by anything else cannot make Postgres refuse a whole batch forever.
  */
-export function decodeLogRecord(text: string): LogRecord {
-  const r = JSON.parse(text) as Partial<Record<keyof LogRecord, unknown>>;
+export function decodeLogRecord(value: unknown): LogRecord {
+  if (typeof value !== 'object' || value === null) throw new Error('log record is not an object');
+  const r = value as Partial<Record<keyof LogRecord, unknown>>;
   const bad = (field: string): never => {
     throw new Error(`log record has a bad ${field}`);
   };

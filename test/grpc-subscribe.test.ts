@@ -234,7 +234,9 @@ test('filters: only matching events, the live seq is the head, the run ends with
 
 test('live_only starts at the head; from_offset replays the hot tier', async () => {
   const t = randomName('t-');
-  await stack.client.publish(events(t, 1, 10), 'PERSISTED');
+  // Two requests: two log messages, so seq 6 starts a message of its own.
+  await stack.client.publish(events(t, 1, 5), 'PERSISTED');
+  await stack.client.publish(events(t, 6, 5), 'PERSISTED');
   const l = sub({ thread_id: t, live_only: true });
   assert.equal((await l.waitFor((r) => r.live != null)).live?.seq, 10);
   await stack.client.publish(events(t, 11, 3), 'ACCEPTED');
@@ -250,11 +252,24 @@ test('live_only starts at the head; from_offset replays the hot tier', async () 
   await o.waitFor((r) => r.live != null);
   assert.deepEqual(seqs(o.events), range(6, 13));
   o.cancel();
+
+  // An offset names a log message; every event of it shares the offset, so replay
+  // from the offset of seq 3 starts at its message's first event, seq 1.
+  const third = await stack.db.query(
+    'SELECT stream_offset::int AS o FROM run_events WHERE thread_id = $1 AND seq = 3',
+    [t],
+  );
+  assert.ok(third.rows[0].o < rows[0].o);
+  const m = sub({ thread_id: t, from_offset: third.rows[0].o });
+  await m.waitFor((r) => r.live != null);
+  assert.deepEqual(seqs(m.events), range(1, 13));
+  m.cancel();
 });
 
 test('errors end the call with a gRPC status, the error code and the cursor as trailers', async () => {
   const t = randomName('t-');
-  await stack.client.publish(events(t, 1, 5), 'PERSISTED');
+  // One request per event: five log messages, so part of them can be purged below.
+  for (let i = 1; i <= 5; i++) await stack.client.publish(events(t, i, 1), 'PERSISTED');
 
   const ahead = await sub({ thread_id: t, after_seq: 6 }).ended;
   assert.equal(ahead.code, status.OUT_OF_RANGE);

@@ -206,7 +206,9 @@ test("a run stream ends after the run's terminal event, for live and late joiner
 
 test('errors found before streaming are plain HTTP errors with the status of the error table', async () => {
   const t = randomName('t-');
-  const acks = await stack.client.publish(batch(t, 1, 3), 'PERSISTED');
+  // One request per event, so each has an offset of its own.
+  const acks = [];
+  for (let i = 1; i <= 3; i++) acks.push(...(await stack.client.publish(batch(t, i, 1), 'PERSISTED')));
   const cases: [string, Record<string, string>, number, string, RegExp][] = [
     [url(t, '?after_seq=-1'), {}, 400, 'invalid_argument', /^after_seq/],
     [url(t, '?after_seq=x'), {}, 400, 'invalid_argument', /^after_seq/],

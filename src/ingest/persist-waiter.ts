@@ -101,11 +101,17 @@ export class PendingPersist implements Disposable {
         clearTimeout(timer);
       }
     }
+    // A repeat of an event_id within the request shares its log message with the first
+    // one, so only the first can have been stored from it.
+    const firsts = new Set<string>();
     return pubAcks.map((a, i) => {
       const r = this.#receipts[i] as Receipt;
+      const key = `${(this.records[i] as LogRecord).thread_id}\0${r.event_id}`;
+      const repeat = firsts.has(key);
+      firsts.add(key);
       return {
         event_id: r.event_id,
-        duplicate: a.duplicate || r.offset !== a.seq,
+        duplicate: a.duplicate || r.offset !== a.seq || repeat,
         seq: r.seq,
         offset: r.offset,
       };

@@ -28,3 +28,13 @@ export async function connectNats(url: string, name: string, log: Logger): Promi
   })();
   return nc;
 }
+
+/** nats-server's default max_payload, used until the server's INFO says otherwise. */
+export const DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024;
+/** Room left in a message for its subject and headers. */
+const PAYLOAD_HEADROOM_BYTES = 1024;
+
+/** The largest body a message may carry on this connection, headers and subject aside. */
+export function maxBodyBytes(nc: NatsConnection): number {
+  return (nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD_BYTES) - PAYLOAD_HEADROOM_BYTES;
+}

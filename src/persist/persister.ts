@@ -16,9 +16,11 @@ import { randomBytes } from 'node:crypto';
 import { type ConsumerMessages, DeliverPolicy, type JetStreamClient, type JsMsg } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type pg from 'pg';
-import { decodeLogRecord, type LogRecord } from '../event.js';
+import type { LogRecord } from '../event.js';
 import type { LogBounds } from '../fanout/subscription.js';
 import { chunkEvents, encodeReceipts } from '../log/announcements.js';
+import { maxBodyBytes } from '../log/connection.js';
+import { decodeLogMessage } from '../log/log-batch.js';
 import type { Subjects } from '../log/subjects.js';
 import type { Logger } from '../logger.js';
 import { storeBatch } from './batch-assigner.js';
@@ -28,10 +30,6 @@ import type { PendingEvent, ThreadBatchResult } from './seq-assigner.js';
 export const RETRY_BASE_MS = 100;
 export const RETRY_MAX_MS = 5_000;
 export const PULL_EXPIRES_MS = 2_000;
-/** nats-server's default max_payload, used until the server's INFO says otherwise. */
-export const DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024;
-/** Room left in each message for the protocol line and headers. */
-export const PAYLOAD_HEADROOM_BYTES = 1024;
 
 export interface PersisterOptions {
   readonly nc: NatsConnection;
@@ -39,7 +37,7 @@ export interface PersisterOptions {
   readonly pool: pg.Pool;
   readonly subjects: Subjects;
   readonly streamName: string;
-  /** Most log messages stored in one batch. */
+  /** Most events stored in one batch (a batch takes whole log messages, at least one). */
   readonly batchMax: number;
   /** The log's current extent, to check the checkpoint against at start. */
   readonly logBounds: () => Promise<LogBounds>;
@@ -50,11 +48,19 @@ interface ThreadGroup {
   readonly events: PendingEvent[];
 }
 
+/** A log message taken from the log: its offset and its events (none if undecodable). */
+interface Taken {
+  readonly offset: number;
+  readonly records: readonly LogRecord[];
+}
+
 export class Persister implements AsyncDisposable {
   readonly #o: PersisterOptions;
   #messages: ConsumerMessages | undefined;
   #reading: Promise<void> | undefined;
-  #queue: JsMsg[] = [];
+  #queue: Taken[] = [];
+  /** Events in the queue. */
+  #queuedEvents = 0;
   #draining: Promise<void> | undefined;
   /** Resolves the reader when the queue has room again. */
   #room: (() => void) | undefined;
@@ -63,7 +69,7 @@ export class Persister implements AsyncDisposable {
   #lastQueued = 0;
   /** Events stored since start (not counting duplicates). */
   storedCount = 0;
-  /** Log messages that turned out to be stored already (replays, retries). */
+  /** Events that turned out to be stored already (replays, retries). */
   duplicateCount = 0;
   /** Highest log offset stored. */
   position = 0;
@@ -131,9 +137,11 @@ export class Persister implements AsyncDisposable {
       if (this.#closed) break;
       if (m.seq <= this.#lastQueued) continue; // already taken before a reopen
       this.#lastQueued = m.seq;
-      this.#queue.push(m);
+      const taken = this.#decode(m);
+      this.#queue.push(taken);
+      this.#queuedEvents += taken.records.length;
       this.#draining ??= new Promise<void>((resolve) => setImmediate(resolve)).then(() => this.#drain());
-      if (this.#queue.length >= this.#o.batchMax * 2) {
+      if (this.#queuedEvents >= this.#o.batchMax * 2) {
         await new Promise<void>((resolve) => {
           this.#room = resolve;
         });
@@ -144,7 +152,17 @@ export class Persister implements AsyncDisposable {
   async #drain(): Promise<void> {
     try {
       while (this.#queue.length > 0 && !this.#closed) {
-        const batch = this.#queue.splice(0, this.#o.batchMax);
+        let n = 0;
+        let events = 0;
+        while (
+          n < this.#queue.length &&
+          (n === 0 || events + (this.#queue[n] as Taken).records.length <= this.#o.batchMax)
+        ) {
+          events += (this.#queue[n] as Taken).records.length;
+          n++;
+        }
+        const batch = this.#queue.splice(0, n);
+        this.#queuedEvents -= events;
         this.#room?.();
         this.#room = undefined;
         await this.#storeBatch(batch);
@@ -154,26 +172,30 @@ export class Persister implements AsyncDisposable {
     }
   }
 
-  async #storeBatch(batch: readonly JsMsg[]): Promise<void> {
+  #decode(m: JsMsg): Taken {
+    try {
+      return { offset: m.seq, records: decodeLogMessage(m.string()) };
+    } catch (err) {
+      // Not something ingest wrote: nothing to store, and it must not block the log.
+      this.#o.log.error({ err, subject: m.subject, offset: m.seq }, 'skipping undecodable log message');
+      return { offset: m.seq, records: [] };
+    }
+  }
+
+  async #storeBatch(batch: readonly Taken[]): Promise<void> {
     const groups = new Map<string, ThreadGroup>();
     for (const m of batch) {
-      let record: LogRecord;
-      try {
-        record = decodeLogRecord(m.string());
-      } catch (err) {
-        // Not something ingest wrote: nothing to store, and it must not block the log.
-        this.#o.log.error({ err, subject: m.subject, offset: m.seq }, 'skipping undecodable log message');
-        continue;
+      for (const record of m.records) {
+        let g = groups.get(record.thread_id);
+        if (!g) {
+          g = { events: [] };
+          groups.set(record.thread_id, g);
+        }
+        g.events.push({ record, offset: m.offset });
       }
-      let g = groups.get(record.thread_id);
-      if (!g) {
-        g = { events: [] };
-        groups.set(record.thread_id, g);
-      }
-      g.events.push({ record, offset: m.seq });
     }
     if (!(await this.#storeGroups(groups))) return; // closing: replayed from the checkpoint next time
-    const last = (batch[batch.length - 1] as JsMsg).seq;
+    const last = (batch[batch.length - 1] as Taken).offset;
     this.position = last;
     // Losing this write only means replaying a little more after a crash.
     await saveCheckpoint(this.#o.pool, this.#o.streamName, last).catch((err: unknown) =>
@@ -223,7 +245,7 @@ export class Persister implements AsyncDisposable {
   #announce(threadId: string, r: ThreadBatchResult): void {
     const { nc, subjects, log } = this.#o;
     // Keep under the server's max_payload: a big batch goes out in several messages.
-    const limit = (nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD_BYTES) - PAYLOAD_HEADROOM_BYTES;
+    const limit = maxBodyBytes(nc);
     try {
       for (const chunk of chunkEvents(r.inserted, limit)) nc.publish(subjects.events(threadId), chunk);
     } catch (err) {

@@ -110,7 +110,7 @@ export async function seqAtOffset(
 ): Promise<number | undefined> {
   const { rows } = await db.query<{ seq: string }>({
     name: 'rs_seq_at_offset',
-    text: 'SELECT seq FROM run_events WHERE thread_id = $1 AND stream_offset >= $2 ORDER BY stream_offset LIMIT 1',
+    text: 'SELECT seq FROM run_events WHERE thread_id = $1 AND stream_offset >= $2 ORDER BY stream_offset, seq LIMIT 1',
     values: [threadId, offset],
   });
   return rows[0] ? Number(rows[0].seq) : undefined;

@@ -1,0 +1,179 @@
+// A request's events for one thread and run travel as one log message (src/log/log-batch.ts):
+// grouping keeps every run's order, chunks respect max_payload, the message id names the
+// content, and messages written before batching (one record each) are still stored.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import type { Event } from '../src/client/ingest-client.js';
+import type { LogRecord } from '../src/event.js';
+import { decodeLogMessage, encodeLogMessages } from '../src/log/log-batch.js';
+import { Subjects } from '../src/log/subjects.js';
+import { expectGapFree, randomName, startStack, threadRows } from './helpers/stack.js';
+import { waitFor } from './helpers/wait.js';
+
+function record(thread: string, run: string, eventId: string, content = '"x"'): LogRecord {
+  return {
+    thread_id: thread,
+    run_id: run,
+    event_id: eventId,
+    event_type: 'ai_chunk',
+    category: 'message',
+    user_id: '',
+    created_at: '2026-11-30T10:00:00.000Z',
+    content_json: content,
+    metadata_json: '{}',
+  };
+}
+
+function ev(thread: string, run: string, eventId: string): Event {
+  return {
+    thread_id: thread,
+    run_id: run,
+    event_id: eventId,
+    event_type: 'ai_chunk',
+    category: 'MESSAGE',
+    content_json: JSON.stringify({ content: eventId }),
+  };
+}
+
+test('records go out one message per thread and run, a thread cut where its run changes', () => {
+  const rs = [
+    record('t1', 'r1', 'a'),
+    record('t2', 'r1', 'b'),
+    record('t1', 'r2', 'c'),
+    record('t1', 'r1', 'd'),
+    record('t2', 'r1', 'e'),
+  ];
+  const ms = encodeLogMessages(rs, 1 << 20);
+  assert.deepEqual(
+    ms.map((m) => [m.threadId, m.runId, m.indexes]),
+    [
+      ['t1', 'r1', [0]],
+      ['t2', 'r1', [1, 4]],
+      ['t1', 'r2', [2]],
+      ['t1', 'r1', [3]],
+    ],
+  );
+  for (const m of ms) {
+    assert.deepEqual(
+      decodeLogMessage(m.body),
+      m.indexes.map((i) => rs[i]),
+    );
+  }
+});
+
+test('a group larger than max_payload is split into messages that each fit, in order', () => {
+  const rs = Array.from({ length: 50 }, (_, i) => record('t', 'r', `e${i}`, JSON.stringify('文'.repeat(40))));
+  const one = Buffer.byteLength(JSON.stringify(rs[0]), 'utf8');
+  const max = one * 7 + 20;
+  const ms = encodeLogMessages(rs, max);
+  assert.ok(ms.length >= 8, `${ms.length} messages`);
+  for (const m of ms) assert.ok(Buffer.byteLength(m.body, 'utf8') <= max, `${m.body.length} > ${max}`);
+  assert.deepEqual(
+    ms.flatMap((m) => m.indexes),
+    rs.map((_, i) => i),
+  );
+  // A record that alone exceeds the limit still goes out, alone.
+  const big = encodeLogMessages(
+    [record('t', 'r', 'a'), record('t', 'r', 'big', JSON.stringify('y'.repeat(500)))],
+    300,
+  );
+  assert.deepEqual(
+    big.map((m) => m.indexes),
+    [[0], [1]],
+  );
+});
+
+test('the message id names the content: a repeat matches, any other set of events does not', () => {
+  const idOf = (ids: string[]) =>
+    (
+      encodeLogMessages(
+        ids.map((i) => record('t', 'r', i)),
+        1 << 20,
+      )[0] ?? assert.fail()
+    ).msgId;
+  assert.equal(idOf(['a']), 't:a', 'a single event keeps its thread:event_id');
+  assert.equal(idOf(['a', 'b', 'c']), idOf(['a', 'b', 'c']));
+  assert.notEqual(idOf(['a', 'b', 'c']), idOf(['a', 'x', 'c']), 'same first, last and count, other middle');
+  assert.notEqual(idOf(['a', 'b']), idOf(['a', 'b', 'c']));
+});
+
+test('a log message that is not ingest-shaped is refused naming the field', () => {
+  assert.throws(() => decodeLogMessage('[]'), /no records/);
+  assert.throws(
+    () => decodeLogMessage(JSON.stringify([{ ...record('t', 'r', 'a'), category: 'x' }])),
+    /category/,
+  );
+  assert.throws(() => decodeLogMessage('[1]'), /not an object/);
+  assert.deepEqual(decodeLogMessage(JSON.stringify(record('t', 'r', 'a'))), [record('t', 'r', 'a')]);
+});
+
+test('one request becomes one log message per thread and run; its events share the offset', async () => {
+  await using stack = await startStack();
+  const [t1, t2] = [randomName('t-'), randomName('t-')];
+  const nc = await connect({ servers: stack.servers.nats.url });
+  try {
+    const jsm = await jetstreamManager(nc);
+    const before = (await jsm.streams.info(stack.config.streamName)).state.messages;
+    const events = [
+      ...Array.from({ length: 50 }, (_, i) => ev(t1, 'r1', `a${i}`)),
+      ...Array.from({ length: 30 }, (_, i) => ev(t1, 'r2', `b${i}`)),
+      ...Array.from({ length: 20 }, (_, i) => ev(t2, 'r1', `c${i}`)),
+    ];
+    const acks = await stack.client.publish(events, 'PERSISTED');
+    assert.equal((await jsm.streams.info(stack.config.streamName)).state.messages - before, 3);
+    const offsets = [acks[0]?.offset, acks[50]?.offset, acks[80]?.offset];
+    assert.equal(new Set(offsets).size, 3);
+    acks.forEach((a, i) => {
+      assert.equal(a.offset, offsets[i < 50 ? 0 : i < 80 ? 1 : 2], `ack ${i}`);
+      assert.equal(a.duplicate, false);
+    });
+    const rows = await threadRows(stack.db, t1);
+    assert.equal(expectGapFree(rows.map((r) => r.seq)), 80);
+    assert.deepEqual(
+      rows.map((r) => r.event_id),
+      events.slice(0, 80).map((e) => e.event_id),
+    );
+    assert.deepEqual(
+      acks.slice(0, 80).map((a) => a.seq),
+      rows.map((r) => r.seq),
+    );
+
+    // The identical request again: JetStream drops every message; nothing new is stored.
+    const again = await stack.client.publish(events, 'ACCEPTED');
+    assert.ok(again.every((a) => a.duplicate));
+    assert.equal((await jsm.streams.info(stack.config.streamName)).state.messages - before, 3);
+    // Regrouped (a subset plus a new event): a new message, whose repeats Postgres drops.
+    const regrouped = await stack.client.publish([...events.slice(10, 20), ev(t1, 'r1', 'new')], 'PERSISTED');
+    assert.deepEqual(
+      regrouped.map((a) => [a.seq, a.duplicate]),
+      [...rows.slice(10, 20).map((r) => [r.seq, true]), [81, false]],
+    );
+  } finally {
+    await nc.close();
+  }
+});
+
+test('a single-record log message, as written before batching, is still stored', async () => {
+  await using stack = await startStack();
+  const t = randomName('t-');
+  const nc = await connect({ servers: stack.servers.nats.url });
+  try {
+    const subjects = new Subjects(stack.config.subjectPrefix);
+    const js = jetstream(nc);
+    await js.publish(subjects.log(t, 'r'), JSON.stringify(record(t, 'r', 'old-1')), { msgID: `${t}:old-1` });
+    await stack.client.publish([ev(t, 'r', 'new-1'), ev(t, 'r', 'new-2')], 'PERSISTED');
+    await waitFor(async () => (await threadRows(stack.db, t)).length === 3, { what: '3 rows' });
+    assert.deepEqual(
+      (await threadRows(stack.db, t)).map((r) => [r.seq, r.event_id]),
+      [
+        [1, 'old-1'],
+        [2, 'new-1'],
+        [3, 'new-2'],
+      ],
+    );
+  } finally {
+    await nc.close();
+  }
+});
