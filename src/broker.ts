@@ -33,6 +33,9 @@ import { Persister } from './persist/persister.js';
 import { gatedPool } from './persist/query-gate.js';
 import type { Receipt } from './persist/seq-assigner.js';
 
+/** How long a thread's receipt subscription outlives its last PERSISTED request. */
+const RECEIPT_LINGER_MS = 30_000;
+
 export interface Broker extends AsyncDisposable {
   readonly config: Config;
   /** Bound gRPC port (health and reflection are served whatever the roles). */
@@ -205,7 +208,15 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
       maxMessageBytes: config.maxGrpcMessageBytes,
     });
     if (config.roles.has('ingest')) {
-      const receipts = new ThreadFeeds<Receipt[]>(nc, (t) => subjects.receipts(t), decodeReceipts, log);
+      // Receipt subscriptions linger, so a thread that publishes request after request keeps its
+      // subscription instead of a SUB, a round trip and an UNSUB per PERSISTED request.
+      const receipts = new ThreadFeeds<Receipt[]>(
+        nc,
+        (t) => subjects.receipts(t),
+        decodeReceipts,
+        log,
+        RECEIPT_LINGER_MS,
+      );
       new IngestService({
         publisher: new LogPublisher(nc, js, subjects),
         waiter: new PersistWaiter(receipts, pool, config.persistedAckTimeoutMs),

@@ -1,8 +1,12 @@
 /**
  * Per-thread core-NATS subscriptions shared by many local listeners.
  *
- * A node subscribes to a thread's subject only while something local listens to it,
- * once however many listeners there are, and decodes each message once for all of them.
+ * A node subscribes to a thread's subject only while something local listens to it
+ * (and for `lingerMs` after the last listener leaves, so a thread that is listened to
+ * request after request is not subscribed again each time), once however many listeners
+ * there are, and decodes each message once for all of them. A listener is added once
+ * the server has confirmed the subscription: one round trip for a new subscription,
+ * none for a thread already subscribed.
  */
 import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
 import type { Logger } from '../logger.js';
@@ -12,6 +16,10 @@ export type FeedListener<T> = (value: T) => void;
 interface Feed<T> {
   readonly sub: Subscription;
   readonly listeners: Set<FeedListener<T>>;
+  /** Resolves once the server has registered the subscription. */
+  readonly ready: Promise<void>;
+  /** The pending unsubscribe of a feed nobody listens to, while it lingers. */
+  linger?: NodeJS.Timeout;
 }
 
 export class ThreadFeeds<T> {
@@ -22,6 +30,7 @@ export class ThreadFeeds<T> {
     private readonly subjectOf: (threadId: string) => string,
     private readonly decode: (msg: Msg) => T,
     private readonly log: Logger,
+    private readonly lingerMs = 0,
   ) {}
 
   /**
@@ -29,9 +38,7 @@ export class ThreadFeeds<T> {
    * published on the thread after that is seen. Returns the function that removes it.
    */
   async listen(threadId: string, listener: FeedListener<T>): Promise<() => void> {
-    const remove = this.#add(threadId, listener);
-    await this.nc.flush();
-    return remove;
+    return this.listenMany([threadId], (_, v) => listener(v));
   }
 
   /**
@@ -43,12 +50,17 @@ export class ThreadFeeds<T> {
     listener: (threadId: string, value: T) => void,
   ): Promise<() => void> {
     const removers: (() => void)[] = [];
-    for (const t of threadIds) removers.push(this.#add(t, (v) => listener(t, v)));
+    const ready: Promise<void>[] = [];
+    for (const t of threadIds) {
+      const [remove, feed] = this.#add(t, (v) => listener(t, v));
+      removers.push(remove);
+      ready.push(feed.ready);
+    }
     const removeAll = (): void => {
       for (const r of removers) r();
     };
     try {
-      await this.nc.flush();
+      await Promise.all(ready);
     } catch (err) {
       removeAll();
       throw err;
@@ -56,8 +68,12 @@ export class ThreadFeeds<T> {
     return removeAll;
   }
 
-  #add(threadId: string, listener: FeedListener<T>): () => void {
+  #add(threadId: string, listener: FeedListener<T>): [() => void, Feed<T>] {
     let feed = this.#feeds.get(threadId);
+    if (feed?.linger) {
+      clearTimeout(feed.linger);
+      feed.linger = undefined;
+    }
     if (!feed) {
       const listeners = new Set<FeedListener<T>>();
       const sub = this.nc.subscribe(this.subjectOf(threadId), {
@@ -76,18 +92,37 @@ export class ThreadFeeds<T> {
           for (const l of listeners) l(value);
         },
       });
-      feed = { sub, listeners };
-      this.#feeds.set(threadId, feed);
+      // The flush's PING follows the SUB on the connection: its PONG confirms the SUB.
+      const ready = this.nc.flush();
+      const created: Feed<T> = { sub, listeners, ready };
+      this.#feeds.set(threadId, created);
+      // A failed flush fails every listener of the feed; the next listener subscribes anew.
+      ready.catch(() => {
+        clearTimeout(created.linger);
+        if (this.#feeds.get(threadId) === created) this.#feeds.delete(threadId);
+        created.sub.unsubscribe();
+      });
+      feed = created;
     }
     feed.listeners.add(listener);
     const current = feed;
-    return () => {
+    const remove = (): void => {
       current.listeners.delete(listener);
-      if (current.listeners.size === 0 && this.#feeds.get(threadId) === current) {
-        this.#feeds.delete(threadId);
-        current.sub.unsubscribe();
+      if (current.listeners.size > 0 || this.#feeds.get(threadId) !== current) return;
+      if (this.lingerMs <= 0) this.#drop(threadId, current);
+      else if (!current.linger) {
+        current.linger = setTimeout(() => this.#drop(threadId, current), this.lingerMs);
+        current.linger.unref();
       }
     };
+    return [remove, feed];
+  }
+
+  #drop(threadId: string, feed: Feed<T>): void {
+    if (feed.listeners.size > 0 || this.#feeds.get(threadId) !== feed) return;
+    clearTimeout(feed.linger);
+    this.#feeds.delete(threadId);
+    feed.sub.unsubscribe();
   }
 
   /** Number of threads with at least one listener. */
