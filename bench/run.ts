@@ -1,17 +1,30 @@
 /**
- * runstream's benchmark: `node dist/bench/run.js [--quick] [--profile] [--only=pg,A,Asplit,B,C]`
- * (experiments: `--threads=N`, `--rates=1000,5000`, `--env RS_PG_POOL_SIZE=32`, repeatable).
+ * runstream's benchmark (issue 5): `node dist/bench/run.js [--quick] [--profile]
+ * [--only=pg,e2e,ingest,latency,threads,persisted,...]` (experiments: `--threads=N`,
+ * `--rates=1000,5000`, `--mixed`, `--split`, `--env RS_PG_POOL_SIZE=32`, repeatable).
  *
  * Starts its own nats-server and Postgres, and for every measurement a fresh broker
- * process (spawnBroker) on a fresh database and stream, then measures:
- *  - B-pg  raw `pg` baseline: the broker's seq protocol on the same rows, no broker;
- *  - A     full speed with ACCEPTED acks: e2e (delivered to WebSocket) and ingest events/s;
- *          "Asplit" repeats it with the persister in a process of its own (RS_ROLES);
- *  - B     fixed offered rates: send → WebSocket latency p50/p99/p99.9;
- *  - C     PERSISTED acks at a fixed rate: producer-observed ack latency.
+ * process (spawnBroker) on a fresh database and stream, driven by load-generator child
+ * processes (bench/loadgen/), then measures:
+ *  - pg        B-pg, raw `pg` baseline: the broker's seq protocol on the same rows, no broker;
+ *  - js        B-js, raw JetStream publishes, per-message acks, 256 in flight;
+ *  - ws        B-ws, a bare `ws` server sending the broker's event frames to K = 1,000 and K = 1 clients;
+ *  - grpc      B-grpc, a bare grpc-js client stream of PublishRequests, 100 events each;
+ *  - e2e       1: full speed, ACCEPTED acks, delivered to a WebSocket subscription per thread:
+ *              e2e events/s vs B-pg, and the persister's lag;
+ *  - ingest    2: the same run's ACCEPTED acks, events/s vs B-js;
+ *  - latency   3: open-loop offered rates up to saturation: send → WebSocket p50/p99/p99.9;
+ *  - threads   7: full speed over 10,000 threads vs the 100-thread case;
+ *  - persisted 8: PERSISTED acks at 5,000 events/s, producer-observed ack latency;
+ *  - fanout    4: one thread → 1,000 WebSocket subscribers, delivered messages/s vs B-ws K=1000;
+ *  - catchup   5: one subscriber replays 100,000 stored events, events/s vs B-ws K=1;
+ *  - conns     6: 10,000 idle subscriptions, broker RSS growth per connection.
+ * Requests carry events of one thread each (an agent streams its run); `--mixed` restores
+ * requests mixing many threads, `--split` runs the persister in a broker process of its own.
  * Each measurement runs 3 times (1 with --quick) and the median is reported: the machine
  * has 2 cores shared by every process here and by whatever else runs on it. Prints a
- * table and writes bench/results/<ISO date>[-quick].json. See docs/benchmarks.md.
+ * table and writes bench/results/<ISO date>[-quick].json; after a full run (or with
+ * --write-docs) also the table and plots in docs/benchmarks.md. See docs/benchmarks.md.
  */
 import { execFileSync } from 'node:child_process';
 import os from 'node:os';
@@ -21,8 +34,10 @@ import { findNatsServerBinary } from '../test/helpers/nats-server.js';
 import { type Servers, startServers } from '../test/helpers/stack.js';
 import { type BenchBroker, startBenchBroker } from './lib/bench-broker.js';
 import { type CpuMs, waitForQuiet } from './lib/cpu.js';
+import { reportInputFrom, writeDocsReportFromFile } from './lib/docs-report.js';
 import { type LoopDelaySummary, type Measured, summarizeLoopDelay } from './lib/measured.js';
 import { type BenchThread, logRecordBytes, makeThreads, nextTokenEvent } from './lib/payload.js';
+import { ratioTo, type Targeted, withinLimit } from './lib/ratio.js';
 import {
   fmt,
   machineInfo,
@@ -32,9 +47,16 @@ import {
   summarizeRows,
   writeResults,
 } from './lib/report.js';
-import { type FixedRateResult, runFixedRate } from './scenarios/fixed-rate.js';
+import type { CurvePoint } from './lib/svg.js';
+import { type CatchupResult, runCatchup } from './scenarios/catchup.js';
+import { type ConnectionsResult, runConnections } from './scenarios/connections.js';
+import { type FanoutResult, runFanout } from './scenarios/fanout.js';
+import { curvePoint, type FixedRateResult, runFixedRate, saturated } from './scenarios/fixed-rate.js';
 import { type FullSpeedResult, runFullSpeed } from './scenarios/full-speed.js';
+import { type GrpcBaselineResult, runGrpcBaseline } from './scenarios/grpc-baseline.js';
+import { type JsBaselineResult, runJsBaseline } from './scenarios/js-baseline.js';
 import { type PgBaselineResult, runPgBaseline } from './scenarios/pg-baseline.js';
+import { runWsBaseline, type WsBaselineResult } from './scenarios/ws-baseline.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -43,11 +65,20 @@ const { values: args } = parseArgs({
     only: { type: 'string' },
     threads: { type: 'string' },
     rates: { type: 'string' },
+    mixed: { type: 'boolean', default: false },
+    split: { type: 'boolean', default: false },
     env: { type: 'string', multiple: true },
+    'write-docs': { type: 'boolean', default: false },
   },
 });
 const quick = args.quick === true;
-const only = new Set((args.only ?? 'pg,A,Asplit,B,C').split(',').map((s) => s.trim()));
+const only = new Set(
+  (args.only ?? 'pg,js,ws,grpc,e2e,ingest,latency,threads,persisted,fanout,catchup,conns')
+    .split(',')
+    .map((s) => s.trim()),
+);
+/** The full-speed run serves scenarios 1 and 2, and is the baseline of scenario 7. */
+const fullSpeedWanted = only.has('e2e') || only.has('ingest') || only.has('threads');
 
 const THREADS = args.threads ? Number(args.threads) : 100;
 /** Extra environment for the broker processes (`--env RS_PG_POOL_SIZE=16`), for experiments. */
@@ -56,12 +87,36 @@ const BROKER_ENV = Object.fromEntries(
 );
 const STREAMS = 4;
 const WS_CONNECTIONS = 4;
+/** Requests of events of many threads each, as before issue 5 (for comparison). */
+const MIXED = args.mixed === true;
+/** The offered rate of the latency and PERSISTED-ack targets (100 threads × 50 events/s). */
+const TARGET_RATE = 5_000;
 
 const PLAN = {
   runs: quick ? 1 : 3,
   /** The whole run is cut off here, whatever it is doing (children are killed on exit). */
-  deadlineMs: quick ? 170_000 : 570_000,
+  deadlineMs: quick ? 170_000 : 1_200_000,
   pg: { events: quick ? 20_000 : 100_000, threads: THREADS, batchSize: 500, connections: 4 },
+  js: { events: quick ? 20_000 : 100_000, threads: THREADS, window: 256 },
+  grpc: { events: quick ? 20_000 : 100_000, threads: THREADS, batchSize: 100 },
+  /** Scenario 4 and B-ws at K = 1,000: one thread, one subscription per connection. */
+  fanout: {
+    subscribers: 1_000,
+    processes: 2,
+    events: quick ? 200 : 500,
+    batchSize: 100,
+    window: 8,
+    timeoutMs: 60_000,
+  },
+  /** Scenario 5 and B-ws at K = 1. */
+  catchup: { events: quick ? 20_000 : 100_000, batchSize: 100, window: 8, timeoutMs: 90_000 },
+  /** Scenario 6. */
+  conns: {
+    connections: quick ? 2_000 : 10_000,
+    processes: quick ? 2 : 4,
+    settleMs: 3_000,
+    timeoutMs: 60_000,
+  },
   fullSpeed: {
     events: quick ? 20_000 : 100_000,
     threads: THREADS,
@@ -69,34 +124,64 @@ const PLAN = {
     batchSize: 100,
     window: 8,
     wsConnections: WS_CONNECTIONS,
-    drainTimeoutMs: 60_000,
+    mixed: MIXED,
+    timeoutMs: 60_000,
   },
+  /** Scenario 7: the full-speed run over this many threads (each request then has events/threads). */
+  manyThreads: { threads: quick ? 2_000 : 10_000 },
   fixedRate: {
-    rates: args.rates ? args.rates.split(',').map(Number) : [1_000, 5_000],
-    durationMs: quick ? 4_000 : 10_000,
-    warmupMs: quick ? 1_000 : 2_000,
+    /** Rising offered rates; the curve stops at the first saturated one (see fixed-rate.ts). */
+    rates: args.rates
+      ? args.rates.split(',').map(Number)
+      : [1_000, 2_500, 5_000, 10_000, 20_000, 40_000, 80_000],
+    durationMs: quick ? 2_000 : 4_000,
+    warmupMs: 1_000,
     threads: THREADS,
-    streams: STREAMS,
+    /** One PublishStream per thread, as agents stream their runs (the broker bounds each stream's
+     * in-flight requests); --mixed multiplexes the threads over a few streams, as before. */
+    streams: MIXED ? STREAMS : THREADS,
     wsConnections: WS_CONNECTIONS,
-    drainTimeoutMs: 30_000,
+    tickMs: 10,
+    batchSize: 100,
+    mixed: MIXED,
+    drainTimeoutMs: quick ? 10_000 : 20_000,
   },
-  persisted: { rate: 1_000 },
 } as const;
 
 /** Rough cost of each measurement with its broker start and stop, for the time budget. */
 const ESTIMATE_MS = {
   pg: quick ? 5_000 : 15_000,
   fullSpeed: quick ? 15_000 : 45_000,
-  fixedRate: PLAN.fixedRate.warmupMs + PLAN.fixedRate.durationMs + 8_000,
+  fixedRate: PLAN.fixedRate.warmupMs + PLAN.fixedRate.durationMs + 6_000,
+  wsFanout: quick ? 12_000 : 25_000,
+  wsCatchup: quick ? 4_000 : 8_000,
+  grpc: quick ? 4_000 : 8_000,
+  fanout: quick ? 18_000 : 35_000,
+  catchup: quick ? 14_000 : 45_000,
+  conns: quick ? 18_000 : 50_000,
 };
 
 interface RunResult {
   pg?: PgBaselineResult;
-  A?: FullSpeedResult;
-  /** A again with the persister in a process of its own (--only=Asplit). */
-  Asplit?: FullSpeedResult;
-  B: FixedRateResult[];
-  C?: FixedRateResult;
+  js?: JsBaselineResult;
+  /** B-ws at K = 1,000 (scenario 4's baseline) and K = 1 (scenario 5's). */
+  wsFanout?: WsBaselineResult;
+  wsCatchup?: WsBaselineResult;
+  grpc?: GrpcBaselineResult;
+  /** Scenarios 4, 5 and 6. */
+  fanout?: Targeted<FanoutResult>;
+  catchup?: Targeted<CatchupResult>;
+  conns?: Targeted<ConnectionsResult>;
+  /** Scenarios 1 (e2e) and 2 (ingest): one full-speed run over THREADS threads. */
+  fullSpeed?: Targeted<FullSpeedResult>;
+  /** Scenario 7: the same over PLAN.manyThreads.threads. */
+  threads?: Targeted<FullSpeedResult>;
+  /** Scenario 3: one result per offered rate, up to the first saturated one. */
+  latency: Targeted<FixedRateResult>[];
+  /** Scenario 3's curve, from `latency`. */
+  curve: CurvePoint[];
+  /** Scenario 8. */
+  persisted?: Targeted<FixedRateResult>;
   errors: string[];
   brokerLogs: Record<string, string[]>;
 }
@@ -158,12 +243,11 @@ async function withBroker<T extends Measured>(
   run: RunResult,
   label: string,
   fn: (broker: BenchBroker) => Promise<T>,
-  split = false,
 ): Promise<T | undefined> {
   try {
     await using broker = await startBenchBroker(servers, {
       label,
-      split,
+      split: args.split === true,
       env: BROKER_ENV,
       ...(profileDir ? { profileDir } : {}),
     });
@@ -189,6 +273,30 @@ async function withBroker<T extends Measured>(
   } catch (err) {
     run.errors.push(`${label}: ${(err as Error).message}`);
     log(`  ${label} FAILED: ${(err as Error).stack ?? err}`);
+    return undefined;
+  }
+}
+
+/** Runs one baseline (no broker) with its one-line report; a failure is recorded and the run goes on. */
+async function baseline<T extends { cores: CpuMs | undefined }>(
+  run: RunResult,
+  tag: string,
+  label: string,
+  estimateMs: number,
+  startedAt: number,
+  fn: () => Promise<T>,
+  describe: (res: T) => string,
+): Promise<T | undefined> {
+  if (!(await ready(run, label, estimateMs, startedAt))) return undefined;
+  try {
+    const res = await fn();
+    log(
+      `${tag} ${label.padEnd(11)} ${describe(res)}\n  ${coresText(res.cores)} (the bare server counts as broker)`,
+    );
+    return res;
+  } catch (err) {
+    run.errors.push(`${label}: ${(err as Error).message}`);
+    log(`${tag} ${label} FAILED: ${(err as Error).stack ?? err}`);
     return undefined;
   }
 }
@@ -251,7 +359,7 @@ async function main(): Promise<void> {
 
   const runs: RunResult[] = [];
   for (let r = 1; r <= PLAN.runs; r++) {
-    const run: RunResult = { B: [], errors: [], brokerLogs: {} };
+    const run: RunResult = { latency: [], curve: [], errors: [], brokerLogs: {} };
     runs.push(run);
     const tag = `[run ${r}/${PLAN.runs}]`;
 
@@ -269,63 +377,164 @@ async function main(): Promise<void> {
       }
     }
 
-    if (only.has('A') && (await ready(run, 'A', ESTIMATE_MS.fullSpeed, startedAt))) {
-      const res = await withBroker(servers, run, `A-run${r}`, (b) => runFullSpeed(b, PLAN.fullSpeed));
-      if (res) {
-        run.A = res;
+    if (only.has('js') && (await ready(run, 'B-js', ESTIMATE_MS.pg, startedAt))) {
+      try {
+        const res = await runJsBaseline(servers, PLAN.js);
+        run.js = res;
         log(
-          `${tag} A           e2e ${fmt(res.e2eEventsPerS, 0)} events/s, ingest ${fmt(res.ingestEventsPerS, 0)} events/s ` +
-            `(delivered ${res.delivered}/${res.events} in ${(res.e2eMs / 1000).toFixed(1)} s, acked in ` +
-            `${(res.ingestMs / 1000).toFixed(1)} s, out of order ${res.outOfOrder})`,
+          `${tag} B-js        ${fmt(res.eventsPerS, 0)} events/s (${res.acked}/${res.events} acked)\n  ${coresText(res.cores)}`,
         );
-        log(`  ${coresText(res.cores)}\n  ${perEventText(res.cpuUsPerEvent)}\n  ${loopText(res.loopDelay)}`);
-        for (const e of res.subscriberErrors) log(`  subscriber error: ${e}`);
+      } catch (err) {
+        run.errors.push(`B-js: ${(err as Error).message}`);
+        log(`${tag} B-js FAILED: ${(err as Error).stack ?? err}`);
       }
     }
 
-    if (only.has('Asplit') && (await ready(run, 'Asplit', ESTIMATE_MS.fullSpeed, startedAt))) {
-      const res = await withBroker(
-        servers,
+    if (only.has('ws')) {
+      const f = PLAN.fanout;
+      run.wsFanout = await baseline(
         run,
-        `Asplit-run${r}`,
-        (b) => runFullSpeed(b, PLAN.fullSpeed),
-        true,
+        tag,
+        'B-ws K=1000',
+        ESTIMATE_MS.wsFanout,
+        startedAt,
+        () =>
+          runWsBaseline({
+            clients: f.subscribers,
+            events: f.events,
+            processes: f.processes,
+            timeoutMs: f.timeoutMs,
+          }),
+        wsBaselineText,
+      );
+      const c = PLAN.catchup;
+      run.wsCatchup = await baseline(
+        run,
+        tag,
+        'B-ws K=1',
+        ESTIMATE_MS.wsCatchup,
+        startedAt,
+        () => runWsBaseline({ clients: 1, events: c.events, processes: 1, timeoutMs: c.timeoutMs }),
+        wsBaselineText,
+      );
+    }
+
+    if (only.has('grpc')) {
+      run.grpc = await baseline(
+        run,
+        tag,
+        'B-grpc',
+        ESTIMATE_MS.grpc,
+        startedAt,
+        () => runGrpcBaseline(PLAN.grpc),
+        (res) => `${fmt(res.eventsPerS, 0)} events/s (${res.received}/${res.events} received)`,
+      );
+    }
+
+    if (fullSpeedWanted && (await ready(run, 'e2e', ESTIMATE_MS.fullSpeed, startedAt))) {
+      const res = await withBroker(servers, run, `e2e-run${r}`, (b) => runFullSpeed(b, PLAN.fullSpeed));
+      if (res) {
+        run.fullSpeed = res;
+        log(`${tag} e2e+ingest  ${fullSpeedText(res)}`);
+      }
+    }
+
+    if (only.has('threads') && (await ready(run, 'threads', ESTIMATE_MS.fullSpeed, startedAt))) {
+      const res = await withBroker(servers, run, `threads-run${r}`, (b) =>
+        runFullSpeed(b, { ...PLAN.fullSpeed, threads: PLAN.manyThreads.threads }),
       );
       if (res) {
-        run.Asplit = res;
-        log(
-          `${tag} A split     e2e ${fmt(res.e2eEventsPerS, 0)} events/s, ingest ${fmt(res.ingestEventsPerS, 0)} events/s ` +
-            `(delivered ${res.delivered}/${res.events} in ${(res.e2eMs / 1000).toFixed(1)} s, acked in ` +
-            `${(res.ingestMs / 1000).toFixed(1)} s, out of order ${res.outOfOrder})`,
-        );
-        log(`  ${coresText(res.cores)}\n  ${perEventText(res.cpuUsPerEvent)}\n  ${loopText(res.loopDelay)}`);
-        for (const e of res.subscriberErrors) log(`  subscriber error: ${e}`);
+        run.threads = res;
+        log(`${tag} threads     ${fullSpeedText(res)}`);
       }
     }
 
-    if (only.has('B')) {
+    if (only.has('latency')) {
+      // Up to the first saturated rate; the target rate is measured even past it, for its target.
+      let past = false;
       for (const rate of PLAN.fixedRate.rates) {
-        if (!(await ready(run, `B${rate}`, ESTIMATE_MS.fixedRate, startedAt))) continue;
-        const res = await withBroker(servers, run, `B${rate}-run${r}`, (b) =>
+        if (past && rate !== TARGET_RATE) continue;
+        if (!(await ready(run, `latency${rate}`, ESTIMATE_MS.fixedRate, startedAt))) break;
+        const res = await withBroker(servers, run, `latency${rate}-run${r}`, (b) =>
           runFixedRate(b, { ...PLAN.fixedRate, rate, ack: 'ACCEPTED' }),
         );
-        if (res) {
-          run.B.push(res);
-          log(`${tag} B ${String(rate).padEnd(9)} ${fixedRateText(res)}`);
+        if (!res) break;
+        run.latency.push(res);
+        run.curve.push(curvePoint(res));
+        log(`${tag} latency ${String(rate).padEnd(7)} ${fixedRateText(res)}`);
+        if (!past && saturated(res)) {
+          past = true;
+          log(
+            `  saturated (received ${fmt(res.receivedPerS, 0)}/s, p50 ${fmt(res.e2eLatency.p50, 1)} ms): curve ends` +
+              `${rate < TARGET_RATE && PLAN.fixedRate.rates.includes(TARGET_RATE) ? `, but for ${fmt(TARGET_RATE, 0)} events/s` : ''}`,
+          );
         }
       }
     }
 
-    if (only.has('C') && (await ready(run, 'C', ESTIMATE_MS.fixedRate, startedAt))) {
-      const rate = PLAN.persisted.rate;
-      const res = await withBroker(servers, run, `C${rate}-run${r}`, (b) =>
-        runFixedRate(b, { ...PLAN.fixedRate, rate, ack: 'PERSISTED' }),
+    if (only.has('persisted') && (await ready(run, 'persisted', ESTIMATE_MS.fixedRate, startedAt))) {
+      const res = await withBroker(servers, run, `persisted${TARGET_RATE}-run${r}`, (b) =>
+        runFixedRate(b, { ...PLAN.fixedRate, rate: TARGET_RATE, ack: 'PERSISTED' }),
       );
       if (res) {
-        run.C = res;
-        log(`${tag} C ${String(rate).padEnd(9)} ${fixedRateText(res)}`);
+        run.persisted = res;
+        log(`${tag} persisted ${String(TARGET_RATE).padEnd(5)} ${fixedRateText(res)}`);
       }
     }
+    if (only.has('fanout') && (await ready(run, 'fanout', ESTIMATE_MS.fanout, startedAt))) {
+      const res = await withBroker(servers, run, `fanout-run${r}`, (b) =>
+        runFanout(b, PLAN.fanout, run.wsFanout?.deliveredPerS ?? Number.NaN),
+      );
+      if (res) {
+        run.fanout = {
+          ...res,
+          scenario: `4 fan-out: 1 thread → ${fmt(res.subscribers, 0)} WebSocket subscribers`,
+          metric: 'delivered messages/s vs B-ws K=1000',
+        };
+        log(
+          `${tag} fan-out     ${fmt(res.deliveredPerS, 0)} messages/s delivered (${res.delivered}/${res.events * res.subscribers}, ` +
+            `${res.complete}/${res.subscribers} subscribers complete, out of order ${res.outOfOrder}; ingest ` +
+            `${fmt(res.ingestEventsPerS, 0)} events/s), ${fmt(res.ratio.ratio, 2)} × B-ws` +
+            `${res.errors.map((e) => `\n  subscriber error: ${e}`).join('')}\n  ${coresText(res.cores)}` +
+            `\n  CPU µs/message: broker ${res.cpuUsPerMessage?.broker}, bench ${res.cpuUsPerMessage?.bench}\n  ${loopText(res.loopDelay)}`,
+        );
+      }
+    }
+
+    if (only.has('catchup') && (await ready(run, 'catchup', ESTIMATE_MS.catchup, startedAt))) {
+      const res = await withBroker(servers, run, `catchup-run${r}`, (b) =>
+        runCatchup(b, PLAN.catchup, run.wsCatchup?.deliveredPerS ?? Number.NaN),
+      );
+      if (res) {
+        run.catchup = {
+          ...res,
+          scenario: `5 catch-up: ${fmt(res.events, 0)} stored events to 1 subscriber`,
+          metric: 'events/s vs B-ws K=1',
+        };
+        log(
+          `${tag} catch-up    ${fmt(res.eventsPerS, 0)} events/s (${res.delivered}/${res.events} in ${(res.ms / 1000).toFixed(1)} s, ` +
+            `out of order ${res.outOfOrder}; stored in ${(res.storeMs / 1000).toFixed(1)} s), ${fmt(res.ratio.ratio, 2)} × B-ws` +
+            `${res.errors.map((e) => `\n  subscriber error: ${e}`).join('')}\n  ${coresText(res.cores)}` +
+            `\n  ${perEventText(res.cpuUsPerEvent)}\n  ${loopText(res.loopDelay)}`,
+        );
+      }
+    }
+
+    if (only.has('conns') && (await ready(run, 'conns', ESTIMATE_MS.conns, startedAt))) {
+      const res = await withBroker(servers, run, `conns-run${r}`, (b) => runConnections(b, PLAN.conns));
+      if (res) {
+        run.conns = {
+          ...res,
+          scenario: `6 connections: ${fmt(res.connections, 0)} idle subscriptions`,
+          metric: 'broker RSS growth KB/connection',
+        };
+        log(
+          `${tag} connections ${fmt(res.kbPerConnection, 1)} KB/connection (RSS ${fmt(res.rssBeforeKb / 1024, 0)} → ` +
+            `${fmt(res.rssAfterKb / 1024, 0)} MB; ${res.open}/${res.connections} open; opened in ${(res.openMs / 1000).toFixed(1)} s)`,
+        );
+      }
+    }
+    attachTargets(run);
   }
 
   const rows = summarizeRows(tableRows(runs));
@@ -339,7 +548,7 @@ async function main(): Promise<void> {
   const errors = runs.flatMap((r) => r.errors);
   if (errors.length > 0) log(`\n${errors.length} measurement(s) failed:\n  ${errors.join('\n  ')}`);
 
-  const file = writeResults(stamp, `${quick ? '-quick' : ''}`, {
+  const body = {
     date: stamp,
     mode: quick ? 'quick' : 'full',
     totalSeconds: Math.round(totalS),
@@ -349,9 +558,35 @@ async function main(): Promise<void> {
     summary: rows.map(({ scenario, metric, median, values }) => ({ scenario, metric, median, values })),
     runs,
     profiles: profileDir,
-  });
+  };
+  // Every target's ratio and the latency curve, medians of the runs (as the docs show them).
+  const { ratios, curve } = reportInputFrom(body);
+  log('\nTargets (median of the runs):');
+  for (const t of ratios) {
+    log(
+      `  ${t.meets ? 'met    ' : 'MISSED '} ${t.scenario}: ${t.metric} = ${fmt(t.value, 1)} ${t.unit}, ` +
+        `ratio ${fmt(t.ratio, 2)} (target ${t.better === 'higher' ? '≥' : '≤'} ${t.target})`,
+    );
+  }
+  const file = writeResults(stamp, `${quick ? '-quick' : ''}`, { ...body, targets: ratios, curve });
   log(`\nwrote ${file}${profileDir ? `\nbroker CPU profiles in ${profileDir}` : ''}`);
+  // The docs show full runs only, unless asked (--write-docs); bench/docs-report.ts redoes them from the file.
+  if (!quick || args['write-docs']) {
+    try {
+      for (const written of writeDocsReportFromFile(file)) log(`wrote ${written}`);
+    } catch (err) {
+      log(`docs report FAILED: ${(err as Error).message}`);
+      process.exitCode = 1;
+    }
+  }
   if (errors.length > 0) process.exitCode = 1;
+}
+
+function wsBaselineText(res: WsBaselineResult): string {
+  return (
+    `${fmt(res.deliveredPerS, 0)} messages/s delivered (${res.delivered}/${res.events * res.clients} ` +
+    `in ${(res.ms / 1000).toFixed(1)} s, out of order ${res.outOfOrder})`
+  );
 }
 
 function stagesText(res: FixedRateResult): string {
@@ -368,15 +603,96 @@ function fixedRateText(res: FixedRateResult): string {
   const l = res.e2eLatency;
   const a = res.ackLatency;
   return (
-    `sent ${fmt(res.sentPerS, 0)}/s (${res.meanEventsPerRequest.toFixed(1)} events/request), ` +
+    `sent ${fmt(res.sentPerS, 0)}/s, received ${fmt(res.receivedPerS, 0)}/s (${res.meanEventsPerRequest.toFixed(1)} events/request), ` +
     `e2e p50 ${fmt(l.p50, 1)} p99 ${fmt(l.p99, 1)} p99.9 ${fmt(l.p999, 1)} max ${fmt(l.max, 1)} ms, ` +
     `${res.ack} ack p50 ${fmt(a.p50, 1)} p99 ${fmt(a.p99, 1)} ms ` +
     `(delivered ${res.delivered}/${res.sent}, failed requests ${res.failedRequests}, out of order ${res.outOfOrder})` +
     `${res.firstError ? ` first error: ${res.firstError}` : ''}\n  ${stagesText(res)}\n  ${coresText(res.cores)}` +
-    `\n  ${perEventText(res.cpuUsPerEvent)}` +
-    `\n  e2e p50 by second sent (ms): ${res.e2eP50BySecond.join(' ')}` +
+    `\n  ${perEventText(res.cpuUsPerEvent)}; load generators CPU ms: producer ${res.loadgenCpuMs.producer}, ` +
+    `subscribers ${res.loadgenCpuMs.subscribers}` +
+    `\n  e2e p50 by second sent (ms): ${res.e2eP50BySecond.join(' ')}; producer tick late p50 ` +
+    `${fmt(res.producerTickLateMs.p50, 1)} p99 ${fmt(res.producerTickLateMs.p99, 1)} ms` +
     `\n  ${loopText(res.loopDelay)}`
   );
+}
+
+function fullSpeedText(res: FullSpeedResult): string {
+  const lag = res.persisterLag;
+  return (
+    `e2e ${fmt(res.e2eEventsPerS, 0)} events/s, ingest ${fmt(res.ingestEventsPerS, 0)} events/s, ${res.threads} threads ` +
+    `(${res.eventsPerRequest} events/request; delivered ${res.delivered}/${res.events} in ${(res.e2eMs / 1000).toFixed(1)} s, ` +
+    `acked in ${(res.ingestMs / 1000).toFixed(1)} s, out of order ${res.outOfOrder}, failed requests ${res.failedRequests})` +
+    `${res.firstError ? ` first error: ${res.firstError}` : ''}` +
+    `\n  persister lag: max ${res.persisterLag.maxEvents} events acked and not stored = ${lag.maxSeconds} s of e2e ` +
+    `(${lag.bounded ? 'bounded' : 'NOT bounded'})` +
+    `\n  ${coresText(res.cores)}\n  ${perEventText(res.cpuUsPerEvent)}; load generators CPU ms: ` +
+    `producer ${res.loadgenCpuMs.producer}, subscribers ${res.loadgenCpuMs.subscribers}` +
+    `\n  timeline (s: acked/stored/delivered): ${res.timeline.map((p) => `${p.s}: ${p.acked}/${p.stored}/${p.delivered}`).join(', ')}` +
+    `\n  ${loopText(res.loopDelay)}${res.subscriberErrors.map((e) => `\n  subscriber error: ${e}`).join('')}`
+  );
+}
+
+/** Issue 5's targets, each a ratio to a baseline measured in this same run (or to an absolute limit). */
+function attachTargets(run: RunResult): void {
+  const f = run.fullSpeed;
+  if (f) {
+    run.fullSpeed = {
+      ...f,
+      scenario: `1+2 full speed, ${f.threads} threads, ACCEPTED`,
+      ratios: {
+        ...(only.has('e2e')
+          ? {
+              'e2e events/s vs B-pg': ratioTo(
+                f.e2eEventsPerS,
+                run.pg?.eventsPerS ?? Number.NaN,
+                0.5,
+                'events/s',
+              ),
+            }
+          : {}),
+        ...(only.has('ingest')
+          ? {
+              'ingest acked events/s vs B-js': ratioTo(
+                f.ingestEventsPerS,
+                run.js?.eventsPerS ?? Number.NaN,
+                3,
+                'events/s',
+              ),
+            }
+          : {}),
+      },
+    };
+  }
+  const t = run.threads;
+  if (t) {
+    run.threads = {
+      ...t,
+      scenario: `7 many threads: ${fmt(t.threads, 0)} threads`,
+      metric: `e2e events/s vs ${f?.threads ?? THREADS} threads`,
+      ratio: ratioTo(t.e2eEventsPerS, f?.e2eEventsPerS ?? Number.NaN, 0.7, 'events/s'),
+    };
+  }
+  run.latency = run.latency.map((l) =>
+    l.rate === TARGET_RATE
+      ? {
+          ...l,
+          scenario: `3 latency at ${fmt(TARGET_RATE, 0)} events/s, ACCEPTED`,
+          ratios: {
+            'send → WebSocket p50 ms': withinLimit(l.e2eLatency.p50, 3, 'ms'),
+            'send → WebSocket p99 ms': withinLimit(l.e2eLatency.p99, 15, 'ms'),
+          },
+        }
+      : l,
+  );
+  const p = run.persisted;
+  if (p) {
+    run.persisted = {
+      ...p,
+      scenario: `8 PERSISTED acks at ${fmt(TARGET_RATE, 0)} events/s`,
+      metric: 'ack p99 ms',
+      ratio: withinLimit(p.ackLatency.p99, 25, 'ms'),
+    };
+  }
 }
 
 /** CPU per event of the broker and the servers it needs (not the bench's own producer and subscribers). */
@@ -401,88 +717,196 @@ function tableRows(runs: readonly RunResult[]): Row[] {
       digits: 0,
     });
   }
-  if (only.has('A')) {
-    const a = 'A full speed, ACCEPTED';
-    rows.push({ scenario: a, metric: 'e2e events/s', values: col((r) => r.A?.e2eEventsPerS), digits: 0 });
+  if (only.has('js')) {
     rows.push({
-      scenario: a,
-      metric: 'ingest acked events/s',
-      values: col((r) => r.A?.ingestEventsPerS),
+      scenario: 'B-js raw JetStream publish',
+      metric: 'events/s',
+      values: col((r) => r.js?.eventsPerS),
       digits: 0,
     });
-    if (only.has('pg')) {
+  }
+  if (only.has('ws')) {
+    const name = (k: number) => `B-ws bare ws server, K=${fmt(k, 0)}`;
+    const wsRow = (k: number, res: (r: RunResult) => WsBaselineResult | undefined) =>
       rows.push({
-        scenario: a,
-        metric: 'e2e / B-pg',
-        values: col((r) => (r.A && r.pg ? r.A.e2eEventsPerS / r.pg.eventsPerS : undefined)),
-        digits: 2,
+        scenario: name(k),
+        metric: 'delivered messages/s',
+        values: col((r) => res(r)?.deliveredPerS),
+        digits: 0,
       });
-    }
+    wsRow(PLAN.fanout.subscribers, (r) => r.wsFanout);
     rows.push({
-      scenario: a,
-      metric: 'broker CPU µs/event',
-      values: col((r) => r.A?.cpuUsPerEvent?.broker),
-      digits: 0,
+      scenario: name(PLAN.fanout.subscribers),
+      metric: 'server CPU µs/message',
+      values: col((r) => r.wsFanout?.cpuUsPerEvent?.broker),
+      digits: 1,
     });
+    wsRow(1, (r) => r.wsCatchup);
+  }
+  if (only.has('grpc')) {
     rows.push({
-      scenario: a,
-      metric: 'broker + nats + pg CPU µs/event',
-      values: col((r) => stackCpu(r.A?.cpuUsPerEvent)),
+      scenario: 'B-grpc bare client stream, 100/batch',
+      metric: 'events/s',
+      values: col((r) => r.grpc?.eventsPerS),
       digits: 0,
     });
   }
-  if (only.has('Asplit')) {
-    const a = 'A split: persister in its own process';
+
+  const fullSpeedRows = (name: string, res: (r: RunResult) => FullSpeedResult | undefined) => {
     rows.push({
-      scenario: a,
+      scenario: name,
       metric: 'e2e events/s',
-      values: col((r) => r.Asplit?.e2eEventsPerS),
+      values: col((r) => res(r)?.e2eEventsPerS),
       digits: 0,
     });
     rows.push({
-      scenario: a,
+      scenario: name,
       metric: 'ingest acked events/s',
-      values: col((r) => r.Asplit?.ingestEventsPerS),
+      values: col((r) => res(r)?.ingestEventsPerS),
       digits: 0,
     });
-  }
-  if (only.has('B')) {
+    rows.push({
+      scenario: name,
+      metric: 'persister lag, max s',
+      values: col((r) => res(r)?.persisterLag.maxSeconds),
+      digits: 2,
+    });
+    rows.push({
+      scenario: name,
+      metric: 'broker CPU µs/event',
+      values: col((r) => res(r)?.cpuUsPerEvent?.broker),
+      digits: 0,
+    });
+    rows.push({
+      scenario: name,
+      metric: 'broker + nats + pg CPU µs/event',
+      values: col((r) => stackCpu(res(r)?.cpuUsPerEvent)),
+      digits: 0,
+    });
+  };
+  if (fullSpeedWanted) fullSpeedRows(`1+2 full speed, ${THREADS} threads, ACCEPTED`, (r) => r.fullSpeed);
+  if (only.has('threads'))
+    fullSpeedRows(`7 full speed, ${fmt(PLAN.manyThreads.threads, 0)} threads`, (r) => r.threads);
+  if (only.has('latency')) {
     for (const rate of PLAN.fixedRate.rates) {
-      const b = `B ${fmt(rate, 0)} events/s, ACCEPTED`;
-      const res = (r: RunResult) => r.B.find((x) => x.rate === rate);
-      rows.push({ scenario: b, metric: 'e2e p50 ms', values: col((r) => res(r)?.e2eLatency.p50), digits: 1 });
-      rows.push({ scenario: b, metric: 'e2e p99 ms', values: col((r) => res(r)?.e2eLatency.p99), digits: 1 });
+      const res = (r: RunResult) => r.latency.find((x) => x.rate === rate);
+      if (!runs.some(res)) continue;
+      const name = `3 latency, ${fmt(rate, 0)} events/s offered`;
       rows.push({
-        scenario: b,
+        scenario: name,
+        metric: 'received events/s',
+        values: col((r) => res(r)?.receivedPerS),
+        digits: 0,
+      });
+      rows.push({
+        scenario: name,
+        metric: 'e2e p50 ms',
+        values: col((r) => res(r)?.e2eLatency.p50),
+        digits: 1,
+      });
+      rows.push({
+        scenario: name,
+        metric: 'e2e p99 ms',
+        values: col((r) => res(r)?.e2eLatency.p99),
+        digits: 1,
+      });
+      rows.push({
+        scenario: name,
         metric: 'e2e p99.9 ms',
         values: col((r) => res(r)?.e2eLatency.p999),
         digits: 1,
       });
       rows.push({
-        scenario: b,
-        metric: 'broker CPU µs/event',
-        values: col((r) => res(r)?.cpuUsPerEvent?.broker),
-        digits: 0,
-      });
-      rows.push({
-        scenario: b,
+        scenario: name,
         metric: 'broker + nats + pg CPU µs/event',
         values: col((r) => stackCpu(res(r)?.cpuUsPerEvent)),
         digits: 0,
       });
     }
   }
-  if (only.has('C')) {
-    const c = `C ${fmt(PLAN.persisted.rate, 0)} events/s, PERSISTED`;
-    rows.push({ scenario: c, metric: 'ack p50 ms', values: col((r) => r.C?.ackLatency.p50), digits: 1 });
-    rows.push({ scenario: c, metric: 'ack p99 ms', values: col((r) => r.C?.ackLatency.p99), digits: 1 });
-    rows.push({ scenario: c, metric: 'e2e p50 ms', values: col((r) => r.C?.e2eLatency.p50), digits: 1 });
+  if (only.has('persisted')) {
+    const name = `8 PERSISTED acks, ${fmt(TARGET_RATE, 0)} events/s offered`;
+    rows.push({
+      scenario: name,
+      metric: 'ack p50 ms',
+      values: col((r) => r.persisted?.ackLatency.p50),
+      digits: 1,
+    });
+    rows.push({
+      scenario: name,
+      metric: 'ack p99 ms',
+      values: col((r) => r.persisted?.ackLatency.p99),
+      digits: 1,
+    });
+    rows.push({
+      scenario: name,
+      metric: 'ack p99.9 ms',
+      values: col((r) => r.persisted?.ackLatency.p999),
+      digits: 1,
+    });
+    rows.push({
+      scenario: name,
+      metric: 'e2e p50 ms',
+      values: col((r) => r.persisted?.e2eLatency.p50),
+      digits: 1,
+    });
+  }
+  if (only.has('fanout')) {
+    const name = `4 fan-out: 1 thread → ${fmt(PLAN.fanout.subscribers, 0)} WebSocket subscribers`;
+    rows.push({
+      scenario: name,
+      metric: 'delivered messages/s',
+      values: col((r) => r.fanout?.deliveredPerS),
+      digits: 0,
+    });
+    rows.push({
+      scenario: name,
+      metric: '/ B-ws K=1000',
+      values: col((r) => r.fanout?.ratio.ratio),
+      digits: 2,
+    });
+    rows.push({
+      scenario: name,
+      metric: 'broker CPU µs/message',
+      values: col((r) => r.fanout?.cpuUsPerMessage?.broker),
+      digits: 1,
+    });
+  }
+  if (only.has('catchup')) {
+    const name = `5 catch-up: ${fmt(PLAN.catchup.events, 0)} stored events, 1 subscriber`;
+    rows.push({ scenario: name, metric: 'events/s', values: col((r) => r.catchup?.eventsPerS), digits: 0 });
+    rows.push({
+      scenario: name,
+      metric: '/ B-ws K=1',
+      values: col((r) => r.catchup?.ratio.ratio),
+      digits: 2,
+    });
+  }
+  if (only.has('conns')) {
+    const name = `6 connections: ${fmt(PLAN.conns.connections, 0)} idle subscriptions`;
+    rows.push({
+      scenario: name,
+      metric: 'broker RSS KB/connection',
+      values: col((r) => r.conns?.kbPerConnection),
+      digits: 1,
+    });
   }
   rows.push({
     scenario: 'noise: other processes on the machine',
     metric: 'cores busy, mean of the run',
     values: col((r) => {
-      const others = [r.pg, r.A, r.Asplit, ...r.B, r.C].flatMap((m) => (m?.cores ? [m.cores.other] : []));
+      const measured = [
+        r.pg,
+        r.js,
+        r.wsFanout,
+        r.wsCatchup,
+        r.grpc,
+        r.fullSpeed,
+        r.threads,
+        ...r.latency,
+        r.persisted,
+      ];
+      const others = [...measured, r.fanout, r.catchup].flatMap((m) => (m?.cores ? [m.cores.other] : []));
       return others.length > 0 ? others.reduce((a, b) => a + b, 0) / others.length : undefined;
     }),
     digits: 2,

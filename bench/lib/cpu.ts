@@ -1,8 +1,9 @@
 /**
  * Where the CPU went during a measurement, per process role, from Linux /proc: the
- * broker, nats-server, Postgres (postmaster and every backend), this bench process
- * (producer + subscribers), and everything else on the machine ("other": concurrent
- * jobs that make a 2-core box noisy). Elsewhere than Linux it reports nothing.
+ * broker, nats-server, Postgres (postmaster and every backend), the bench (this process
+ * and its load-generator children: producers, subscribers), and everything else on the
+ * machine ("other": concurrent jobs that make a 2-core box noisy). Elsewhere than Linux
+ * it reports nothing.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 
@@ -48,7 +49,10 @@ function machineBusyTicks(): number {
   return f.reduce((a, b) => a + b, 0) - (f[3] ?? 0) - (f[4] ?? 0);
 }
 
-/** Cumulative CPU per role, in ms. `brokerPids` are the broker processes (their children count as broker too). */
+/**
+ * Cumulative CPU per role, in ms. `brokerPids` are the broker processes (their children count
+ * as broker too); a baseline passes its bare server's pid, which stands in for the broker.
+ */
 export function cpuSnapshot(brokerPids: readonly number[]): CpuMs | undefined {
   if (process.platform !== 'linux') return undefined;
   const procs = readProcs();
@@ -61,7 +65,8 @@ export function cpuSnapshot(brokerPids: readonly number[]): CpuMs | undefined {
       if (brokerPids.includes(p)) role = 'broker';
       else if (role === undefined && proc.comm === 'nats-server') role = 'nats';
       else if (role === undefined && proc.comm === 'postgres') role = 'postgres';
-      if (p === process.pid) return role ?? (pid === process.pid ? 'bench' : undefined);
+      // Anything else of ours is the bench: this process and its load generators.
+      if (p === process.pid) return role ?? 'bench';
       p = proc.ppid;
     }
     return undefined;

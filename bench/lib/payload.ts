@@ -63,9 +63,9 @@ export type TokenEvent = Required<
 >;
 
 /**
- * The thread's next token event. With `sentAtMs` (a `performance.now()` reading taken
- * just before the send), it travels in the content, so the subscriber in this same
- * process can compute the delivery latency on one clock.
+ * The thread's next token event. With `sentAtMs` (an {@link epochMs} reading taken just
+ * before the send), it travels in the content, so a subscriber in another process can
+ * compute the delivery latency on the same clock.
  */
 export function nextTokenEvent(thread: BenchThread, sentAtMs?: number): TokenEvent {
   const k = thread.next++;
@@ -99,6 +99,14 @@ export function logRecordBytes(e: TokenEvent): number {
       metadata_json: e.metadata_json,
     }),
   );
+}
+
+/**
+ * Epoch ms with sub-ms precision: the clock every bench process stamps and reads latency
+ * with (one machine, so the same clock in each of them).
+ */
+export function epochMs(): number {
+  return performance.timeOrigin + performance.now();
 }
 
 /** The `send timestamp` a latency-measuring event carries in its content. */

@@ -1,11 +1,17 @@
 /**
- * A coarse timeline of one measurement, sampled every second: how many events the
- * producer has had acked, the broker has committed to Postgres (a `count(*)`, cheap at
- * these sizes) and the subscribers have received. It shows which stage falls behind.
+ * A coarse timeline of one measurement: how many events the producer has had acked, the
+ * broker has committed to Postgres and the subscribers have received, every 250 ms. It
+ * shows which stage falls behind (acked − stored is the persister's lag).
+ *
+ * The producer and the subscribers are processes of their own, so each counts its events
+ * in 100 ms buckets of the shared epoch clock ({@link Counts}); the bench samples the
+ * stored count (`count(*)`, cheap at these sizes) and merges the three at the end.
  */
 import pg from 'pg';
+import { epochMs } from './payload.js';
 
-export const PROGRESS_INTERVAL_MS = 1_000;
+const PROGRESS_INTERVAL_MS = 250;
+const BUCKET_MS = 100;
 
 export interface ProgressPoint {
   /** Seconds since the first send. */
@@ -15,11 +21,42 @@ export interface ProgressPoint {
   readonly delivered: number;
 }
 
-export class Progress implements AsyncDisposable {
-  readonly points: ProgressPoint[] = [];
+/** Events counted per 100 ms of epoch time, from `fromMs` (a multiple of the bucket). */
+export interface BucketCounts {
+  readonly fromMs: number;
+  readonly bucketMs: number;
+  readonly counts: readonly number[];
+}
+
+/** The counting side, in a load generator. */
+export class Counts {
+  #fromMs = Number.NaN;
+  readonly #counts: number[] = [];
+
+  add(n: number, atMs: number = epochMs()): void {
+    if (Number.isNaN(this.#fromMs)) this.#fromMs = Math.floor(atMs / BUCKET_MS) * BUCKET_MS;
+    const i = Math.max(0, Math.floor((atMs - this.#fromMs) / BUCKET_MS));
+    while (this.#counts.length <= i) this.#counts.push(0);
+    this.#counts[i] = (this.#counts[i] as number) + n;
+  }
+
+  snapshot(): BucketCounts {
+    return { fromMs: this.#fromMs, bucketMs: BUCKET_MS, counts: this.#counts };
+  }
+}
+
+/** How many events were counted up to epoch `atMs` (to the bucket's resolution). */
+function countedBy(b: BucketCounts, atMs: number): number {
+  const end = Math.floor((atMs - b.fromMs) / b.bucketMs);
+  let n = 0;
+  for (let i = 0; i < Math.min(end, b.counts.length); i++) n += b.counts[i] as number;
+  return n;
+}
+
+/** Samples the stored event count every PROGRESS_INTERVAL_MS, stamped with the epoch clock. */
+export class StoredProgress implements AsyncDisposable {
+  readonly samples: { readonly atMs: number; readonly stored: number }[] = [];
   readonly #client: pg.Client;
-  /** performance.now() of the first send; points are timed from it. */
-  origin = performance.now();
   #timer: NodeJS.Timeout | undefined;
   #busy = false;
 
@@ -27,24 +64,18 @@ export class Progress implements AsyncDisposable {
     this.#client = client;
   }
 
-  static async start(
-    databaseUrl: string,
-    read: () => { acked: number; delivered: number },
-  ): Promise<Progress> {
+  static async start(databaseUrl: string): Promise<StoredProgress> {
     const client = new pg.Client({ connectionString: databaseUrl });
     client.on('error', () => undefined);
     await client.connect();
-    const p = new Progress(client);
+    const p = new StoredProgress(client);
     p.#timer = setInterval(() => {
       if (p.#busy) return;
       p.#busy = true;
-      const { acked, delivered } = read();
-      const s = (performance.now() - p.origin) / 1000;
+      const atMs = epochMs();
       client
         .query<{ n: string }>('SELECT count(*) AS n FROM run_events')
-        .then((r) =>
-          p.points.push({ s: Math.round(s * 10) / 10, acked, stored: Number(r.rows[0]?.n ?? 0), delivered }),
-        )
+        .then((r) => p.samples.push({ atMs, stored: Number(r.rows[0]?.n ?? 0) }))
         .catch(() => undefined)
         .finally(() => {
           p.#busy = false;
@@ -53,8 +84,25 @@ export class Progress implements AsyncDisposable {
     return p;
   }
 
+  /** The merged timeline, seconds counted from `originMs` (the first send). */
+  timeline(originMs: number, acks: BucketCounts, deliveries: BucketCounts): ProgressPoint[] {
+    return this.samples
+      .filter((x) => x.atMs >= originMs)
+      .map(({ atMs, stored }) => ({
+        s: Math.round((atMs - originMs) / 100) / 10,
+        acked: countedBy(acks, atMs),
+        stored,
+        delivered: countedBy(deliveries, atMs),
+      }));
+  }
+
   async [Symbol.asyncDispose](): Promise<void> {
     clearInterval(this.#timer);
     await this.#client.end().catch(() => undefined);
   }
+}
+
+/** The persister's lag: the most events acked and not yet stored at any sample. */
+export function maxPersisterLag(points: readonly ProgressPoint[]): number {
+  return points.reduce((m, p) => Math.max(m, p.acked - p.stored), 0);
 }

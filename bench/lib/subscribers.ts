@@ -1,6 +1,7 @@
 /**
- * The subscriber side of a measurement: one WebSocket subscription per thread, spread
- * over a few connections, counting deliveries and checking that each thread's seqs
+ * The subscriber side of a producer measurement, run inside its load generator
+ * (bench/loadgen/subscribers.ts): one WebSocket subscription per thread, spread over a few
+ * connections, counting deliveries and checking that each thread's seqs
  * arrive as 1, 2, 3, ... (a gap or a duplicate is counted, not thrown: a benchmark
  * reports what it saw).
  */

@@ -1,0 +1,280 @@
+/**
+ * The benchmark's report in the docs: after a full run, `make bench` writes
+ * docs/bench/latency.svg and docs/bench/ratios.svg and replaces the generated block of
+ * docs/benchmarks.md (between the bench:summary markers) with the run's date, machine,
+ * results file, a table of every target with its baseline and ratio, and the two plots.
+ * Everything outside the markers is hand-written prose and is left as it is.
+ *
+ * The input is the object bench/run.ts writes to bench/results/<date>.json, read through
+ * `reportInputFrom`, so a saved results file can be rendered again (bench/docs-report.ts).
+ */
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Ratio } from './ratio.js';
+import { fmt } from './report.js';
+import { median } from './stats.js';
+import { type CurvePoint, latencyChart, type RatioBar, ratioChart } from './svg.js';
+
+export const DOCS_DIR = fileURLToPath(new URL('../../../docs/', import.meta.url));
+export const SUMMARY_START = '<!-- bench:summary:start -->';
+export const SUMMARY_END = '<!-- bench:summary:end -->';
+
+/**
+ * One target of issue 5 (the `ratio` of a scenario result, see bench/lib/ratio.ts) with the
+ * scenario and metric it belongs to; figures are medians of the runs.
+ */
+export interface RatioRow extends Ratio {
+  readonly scenario: string;
+  /** What was measured, e.g. `e2e events/s` or `p99`. */
+  readonly metric: string;
+}
+
+export interface BenchReportInput {
+  /** The run's ISO date, e.g. 2026-11-30T07:38:50Z. */
+  readonly date: string;
+  readonly quick: boolean;
+  /** One line: cores, CPU, memory, Node and server versions. */
+  readonly machine: string;
+  /** How many runs each figure is the median of. */
+  readonly runs: number;
+  readonly ratios: readonly RatioRow[];
+  readonly curve?: readonly CurvePoint[];
+}
+
+/** An absolute limit (RSS, latency): divided by the limit itself, met at or below 1. */
+function isAbsolute(row: RatioRow): boolean {
+  return row.better === 'lower' && row.target === 1;
+}
+
+export function ratioBar(row: RatioRow): RatioBar {
+  return {
+    scenario: row.scenario,
+    metric: row.metric,
+    ratio: row.ratio,
+    threshold: row.target,
+    better: row.better,
+    meets: row.meets,
+    detail: `${number(row.value)} ${row.unit} vs ${isAbsolute(row) ? 'limit' : 'baseline'} ${number(row.baseline)} ${row.unit}`,
+  };
+}
+
+type Json = Record<string, unknown>;
+
+function isObject(v: unknown): v is Json {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** JSON writes NaN as null: both read back as NaN. */
+function num(v: unknown): number {
+  return typeof v === 'number' ? v : Number.NaN;
+}
+
+function isRatio(v: unknown): v is Json {
+  return isObject(v) && 'ratio' in v && 'target' in v && (v.better === 'higher' || v.better === 'lower');
+}
+
+interface Found {
+  readonly scenario: string;
+  readonly metric: string;
+  readonly ratio: Json;
+}
+
+/**
+ * Every `ratio` in one run's results: a result `{ ..., ratio }` under the run's key for its
+ * scenario (an array of them is told apart by `rate`), or `ratios: { metric: ratio }` for a
+ * scenario with several targets. The scenario is named by the result's `scenario` field if
+ * it has one, else by its key.
+ */
+function ratiosOfRun(run: Json): Found[] {
+  const found: Found[] = [];
+  for (const [key, entry] of Object.entries(run)) {
+    for (const result of Array.isArray(entry) ? entry : [entry]) {
+      if (!isObject(result)) continue;
+      const scenario =
+        typeof result.scenario === 'string'
+          ? result.scenario
+          : typeof result.rate === 'number'
+            ? `${key} ${fmt(result.rate, 0)} events/s`
+            : key;
+      if (isRatio(result.ratio)) {
+        const metric = typeof result.metric === 'string' ? result.metric : String(result.ratio.unit);
+        found.push({ scenario, metric, ratio: result.ratio });
+      }
+      if (isObject(result.ratios)) {
+        for (const [metric, ratio] of Object.entries(result.ratios)) {
+          if (isRatio(ratio)) found.push({ scenario, metric, ratio });
+        }
+      }
+    }
+  }
+  return found;
+}
+
+function isCurvePoint(v: unknown): v is Json {
+  return isObject(v) && typeof v.offered === 'number';
+}
+
+/** A run's latency curve: `curve` on the run or on one of its results. */
+function curveOfRun(run: Json): Json[] {
+  const holders = [run, ...Object.values(run).flatMap((e) => (Array.isArray(e) ? e : [e]))];
+  const curve = holders.find((h) => isObject(h) && Array.isArray(h.curve)) as Json | undefined;
+  return ((curve?.curve as unknown[]) ?? []).filter(isCurvePoint);
+}
+
+function machineLine(m: unknown): string {
+  if (!isObject(m)) return 'unknown';
+  const load = (l: unknown) => (Array.isArray(l) ? num(l[0]).toFixed(2) : '?');
+  return (
+    `${m.cpus} × ${m.cpuModel}, ${m.memoryGiB} GiB, Node ${m.node}, ${m.natsServer}, ${m.postgres}, ` +
+    `load average ${load(m.loadavgStart)} → ${load(m.loadavgEnd)}`
+  );
+}
+
+/**
+ * The report's input from the object bench/run.ts writes to bench/results/<date>.json (or
+ * that object before it is written): per target and per offered rate, the median of the runs.
+ */
+export function reportInputFrom(results: unknown): BenchReportInput {
+  if (!isObject(results) || !Array.isArray(results.runs)) {
+    throw new Error('not a bench/run.ts results object: no `runs` array');
+  }
+  const runs = results.runs.filter(isObject);
+
+  const targets = new Map<string, Found[]>();
+  for (const f of runs.flatMap(ratiosOfRun)) {
+    const key = `${f.scenario}\u0000${f.metric}`;
+    targets.set(key, [...(targets.get(key) ?? []), f]);
+  }
+  const ratios = [...targets.values()].map((found): RatioRow => {
+    const first = (found[0] as Found).ratio;
+    const med = (field: string) => median(found.map((f) => num(f.ratio[field])));
+    const better = first.better === 'lower' ? 'lower' : 'higher';
+    const target = num(first.target);
+    const ratio = med('ratio');
+    return {
+      scenario: (found[0] as Found).scenario,
+      metric: (found[0] as Found).metric,
+      value: med('value'),
+      baseline: med('baseline'),
+      ratio,
+      target,
+      unit: String(first.unit ?? ''),
+      better,
+      // The median ratio decides, not a vote of the runs.
+      meets: Number.isFinite(ratio) && (better === 'higher' ? ratio >= target : ratio <= target),
+    };
+  });
+
+  const byOffered = new Map<number, Json[]>();
+  for (const p of runs.flatMap(curveOfRun)) {
+    const offered = p.offered as number;
+    byOffered.set(offered, [...(byOffered.get(offered) ?? []), p]);
+  }
+  const curve = [...byOffered.entries()]
+    .sort(([a], [b]) => a - b)
+    .map(([offered, ps]): CurvePoint => {
+      const med = (field: string) => median(ps.map((p) => num(p[field])));
+      return { offered, achieved: med('achieved'), p50: med('p50'), p99: med('p99'), p999: med('p999') };
+    });
+
+  return {
+    date: String(results.date),
+    quick: results.mode === 'quick',
+    machine: machineLine(results.machine),
+    runs: runs.length,
+    ratios,
+    ...(curve.length > 0 ? { curve } : {}),
+  };
+}
+
+/** A figure with as many digits as it needs to be read: 61,755 · 12.3 · 0.08. */
+function number(v: number): string {
+  if (!Number.isFinite(v)) return '—';
+  const a = Math.abs(v);
+  return fmt(v, a >= 100 ? 0 : a >= 10 ? 1 : 2);
+}
+
+function targetText(row: RatioRow): string {
+  if (isAbsolute(row)) return `≤ ${number(row.baseline)} ${row.unit}`;
+  return `${row.better === 'higher' ? '≥' : '≤'} ${number(row.target)}× baseline`;
+}
+
+/** The Markdown between the markers. Image paths are relative to docs/. */
+export function renderSummary(input: BenchReportInput, resultsFile: string): string {
+  const when = input.date.replace('T', ' ').replace(/Z$/, ' UTC');
+  const kind = input.quick ? 'quick run' : 'full run';
+  const lines = [
+    SUMMARY_START,
+    '<!-- Generated by `make bench` (bench/lib/docs-report.ts); edits between these markers are overwritten. -->',
+    '',
+    `**Latest ${kind}: ${when}**, every figure the median of ${input.runs} run(s).`,
+    '',
+    `- Machine: ${input.machine}.`,
+    `- Results: \`bench/results/${path.basename(resultsFile)}\`.`,
+    '',
+  ];
+  if (input.ratios.length === 0) {
+    lines.push('This run measured no targets.');
+  } else {
+    const cell = (s: string) => s.replaceAll('|', '\\|');
+    lines.push('| scenario | metric | target | median | baseline | ratio | met? |');
+    lines.push('| --- | --- | --- | ---: | ---: | ---: | --- |');
+    for (const r of input.ratios) {
+      lines.push(
+        `| ${cell(r.scenario)} | ${cell(r.metric)} | ${targetText(r)} | ${number(r.value)} ${r.unit} | ` +
+          `${isAbsolute(r) ? '(the limit)' : `${number(r.baseline)} ${r.unit}`} | ${number(r.ratio)}× | ${r.meets ? '✅ yes' : '❌ no'} |`,
+      );
+    }
+  }
+  lines.push(
+    '',
+    '![Latency percentiles vs offered rate](bench/latency.svg)',
+    '',
+    '![Throughput per scenario vs its baseline](bench/ratios.svg)',
+    SUMMARY_END,
+  );
+  return lines.join('\n');
+}
+
+/**
+ * `doc` with the block between the markers replaced by `block` (which carries the markers).
+ * Without markers, the block goes after the intro paragraph (the first paragraph after the title).
+ */
+export function replaceSummaryBlock(doc: string, block: string): string {
+  const start = doc.indexOf(SUMMARY_START);
+  const end = doc.indexOf(SUMMARY_END);
+  if (start >= 0 && end > start) return doc.slice(0, start) + block + doc.slice(end + SUMMARY_END.length);
+  if (start >= 0 || end >= 0) {
+    throw new Error(
+      `docs/benchmarks.md has only one of ${SUMMARY_START} and ${SUMMARY_END}, or in the wrong order`,
+    );
+  }
+  const lines = doc.split('\n');
+  let i = lines.findIndex((l) => l.startsWith('# '));
+  if (i < 0) return `${block}\n\n${doc}`;
+  i++;
+  while (i < lines.length && lines[i]?.trim() === '') i++;
+  while (i < lines.length && lines[i]?.trim() !== '') i++;
+  return [...lines.slice(0, i), '', block, ...lines.slice(i)].join('\n');
+}
+
+/** Writes the plots and the summary block; returns the files written. */
+export function writeDocsReport(input: BenchReportInput, resultsFile: string, docsDir = DOCS_DIR): string[] {
+  const plotDir = path.join(docsDir, 'bench');
+  mkdirSync(plotDir, { recursive: true });
+  const latency = path.join(plotDir, 'latency.svg');
+  const ratios = path.join(plotDir, 'ratios.svg');
+  const doc = path.join(docsDir, 'benchmarks.md');
+  const subtitle = `${input.quick ? 'quick' : 'full'} run ${input.date}, median of ${input.runs} run(s)`;
+  writeFileSync(latency, latencyChart(input.curve ?? [], { subtitle }));
+  writeFileSync(ratios, ratioChart(input.ratios.map(ratioBar), { subtitle }));
+  writeFileSync(doc, replaceSummaryBlock(readFileSync(doc, 'utf8'), renderSummary(input, resultsFile)));
+  return [latency, ratios, doc];
+}
+
+/** The report of a saved results file (bench/results/<date>.json); returns the files written. */
+export function writeDocsReportFromFile(resultsFile: string, docsDir = DOCS_DIR): string[] {
+  const input = reportInputFrom(JSON.parse(readFileSync(resultsFile, 'utf8')));
+  return writeDocsReport(input, resultsFile, docsDir);
+}

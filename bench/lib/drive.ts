@@ -1,0 +1,84 @@
+/**
+ * One producer-side measurement against a broker, from outside it: a producer load
+ * generator (bench/loadgen/producer.ts) and a subscriber load generator
+ * (bench/loadgen/subscribers.ts, one WebSocket subscription per thread), released together
+ * once the subscriptions are live and the producer is connected. Around them the bench
+ * samples CPU per process role and the stored event count for the timeline.
+ */
+import type { ProducerArgs, ProducerInfo, ProducerResult } from '../loadgen/producer.js';
+import type { SubscribersArgs, SubscribersResult } from '../loadgen/subscribers.js';
+import type { BenchBroker } from './bench-broker.js';
+import { type CpuMs, coresUsed, cpuPerEvent, cpuSnapshot } from './cpu.js';
+import { forkLoadgen } from './loadgen.js';
+import { type ProgressPoint, StoredProgress } from './progress.js';
+
+export interface Driven {
+  readonly producer: ProducerResult;
+  readonly subscribers: SubscribersResult;
+  /** Average cores busy per process role, from `go` to both results (load generators count as bench). */
+  readonly cores: CpuMs | undefined;
+  /** CPU per delivered event, µs, per process role: steadier than events/s on a shared machine. */
+  readonly cpuUsPerEvent: Omit<CpuMs, 'other'> | undefined;
+  /** CPU of each load generator over its run, ms. */
+  readonly loadgenCpuMs: { readonly producer: number; readonly subscribers: number };
+  /** Acked / stored / delivered every 250 ms, from the first send. */
+  readonly timeline: readonly ProgressPoint[];
+  /** Date.now() at `go` and at the end. */
+  readonly windowEpochMs: readonly [number, number];
+}
+
+export async function drive(
+  broker: BenchBroker,
+  producerArgs: Omit<ProducerArgs, 'grpcTarget'>,
+  subscriberArgs: Omit<SubscribersArgs, 'wsUrl' | 'threadIds' | 'expected'>,
+): Promise<Driven> {
+  await using producer = await forkLoadgen<ProducerResult, ProducerInfo>('producer', {
+    ...producerArgs,
+    grpcTarget: broker.grpcTarget,
+  } satisfies ProducerArgs);
+  await using subscribers = await forkLoadgen<SubscribersResult>('subscribers', {
+    ...subscriberArgs,
+    wsUrl: broker.wsUrl,
+    threadIds: producerArgs.threads.map((t) => t.threadId),
+    expected: producer.info.events,
+  } satisfies SubscribersArgs);
+  await using progress = await StoredProgress.start(broker.databaseUrl);
+
+  const cpuBefore = cpuSnapshot(broker.pids);
+  const t0 = performance.now();
+  const fromEpoch = Date.now();
+  subscribers.go();
+  producer.go();
+  const timeoutMs = subscriberArgs.timeoutMs + 30_000;
+  const [p, s] = await Promise.all([producer.result(timeoutMs), subscribers.result(timeoutMs)]);
+  const cpuAfter = cpuSnapshot(broker.pids);
+  return {
+    producer: p,
+    subscribers: s,
+    cores: coresUsed(cpuBefore, cpuAfter, performance.now() - t0),
+    cpuUsPerEvent: cpuPerEvent(cpuBefore, cpuAfter, s.delivered),
+    loadgenCpuMs: { producer: Math.round(p.cpuMs), subscribers: Math.round(s.cpuMs) },
+    timeline: progress.timeline(p.firstSendAtMs, p.acks, s.deliveries),
+    windowEpochMs: [fromEpoch, Date.now()],
+  };
+}
+
+/**
+ * A producer process sending `events` token events to one thread, `batchSize` per
+ * request, at most `window` requests unacked (fan-out and catch-up scenarios).
+ */
+export function oneThreadProducer(
+  grpcTarget: string,
+  threadId: string,
+  o: { readonly events: number; readonly batchSize: number; readonly window: number },
+) {
+  return forkLoadgen<ProducerResult>('producer', {
+    grpcTarget,
+    threads: [{ threadId, runId: 'run-000' }],
+    streams: 1,
+    ack: 'ACCEPTED',
+    mixed: false,
+    batchSize: o.batchSize,
+    load: { kind: 'closed', events: o.events, window: o.window },
+  } satisfies ProducerArgs);
+}

@@ -1,0 +1,166 @@
+// The bench's docs report (bench/lib/docs-report.ts): medians from a results object, the
+// generated block of docs/benchmarks.md, and the prose around it left alone.
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { test } from 'node:test';
+import {
+  type BenchReportInput,
+  renderSummary,
+  replaceSummaryBlock,
+  reportInputFrom,
+  SUMMARY_END,
+  SUMMARY_START,
+  writeDocsReport,
+} from '../bench/lib/docs-report.js';
+
+const ratio = (value: number, baseline: number, target: number, better: 'higher' | 'lower', unit: string) => {
+  const r = value / baseline;
+  return {
+    value,
+    baseline,
+    ratio: r,
+    target,
+    unit,
+    better,
+    meets: better === 'higher' ? r >= target : r <= target,
+  };
+};
+
+/** Three runs shaped like bench/run.ts's results, with one run's numbers missing (null, as JSON has it). */
+const RESULTS = {
+  date: '2026-11-30T10:00:00Z',
+  mode: 'full',
+  machine: {
+    cpus: 2,
+    cpuModel: 'AMD EPYC',
+    memoryGiB: 24,
+    node: 'v20.20.2',
+    loadavgStart: [1],
+    loadavgEnd: [2],
+  },
+  runs: [
+    {
+      A: { e2eEventsPerS: 40, ratio: ratio(40, 100, 0.5, 'higher', 'events/s') },
+      B: [
+        {
+          rate: 5_000,
+          ratios: { p50: ratio(2, 3, 1, 'lower', 'ms'), p99: ratio(30, 15, 1, 'lower', 'ms') },
+          curve: [
+            { offered: 1_000, achieved: 1_000, p50: 1, p99: 5, p999: 9 },
+            { offered: 5_000, achieved: 4_000, p50: 2, p99: 30, p999: 60 },
+          ],
+        },
+      ],
+      errors: [],
+    },
+    {
+      A: { e2eEventsPerS: 60, ratio: ratio(60, 100, 0.5, 'higher', 'events/s') },
+      B: [
+        {
+          rate: 5_000,
+          ratios: { p50: ratio(2.5, 3, 1, 'lower', 'ms'), p99: ratio(12, 15, 1, 'lower', 'ms') },
+          curve: [{ offered: 1_000, achieved: 1_000, p50: 3, p99: 7, p999: null }],
+        },
+      ],
+      errors: [],
+    },
+    {
+      A: { e2eEventsPerS: 55, ratio: { ...ratio(55, 100, 0.5, 'higher', 'events/s'), ratio: null } },
+      B: [],
+      errors: ['B5000: failed'],
+    },
+  ],
+};
+
+test('reportInputFrom takes the median of the runs per target and per offered rate', () => {
+  const input = reportInputFrom(JSON.parse(JSON.stringify(RESULTS)));
+  assert.equal(input.date, '2026-11-30T10:00:00Z');
+  assert.equal(input.quick, false);
+  assert.equal(input.runs, 3);
+  assert.match(input.machine, /^2 × AMD EPYC, 24 GiB, Node v20.20.2/);
+  assert.deepEqual(
+    input.ratios.map((r) => [r.scenario, r.metric]),
+    [
+      ['A', 'events/s'],
+      ['B 5,000 events/s', 'p50'],
+      ['B 5,000 events/s', 'p99'],
+    ],
+  );
+  const [a, p50, p99] = input.ratios as [
+    (typeof input.ratios)[0],
+    (typeof input.ratios)[0],
+    (typeof input.ratios)[0],
+  ];
+  assert.equal(a.value, 55);
+  assert.equal(a.ratio, 0.4, 'median of 0.4 and 0.6 (the missing one left out): the lower middle');
+  assert.equal(a.meets, false);
+  assert.equal(p50.meets, true);
+  assert.equal(p99.value, 12, 'lower middle of 12 and 30');
+  assert.equal(p99.meets, true);
+  assert.deepEqual(input.curve, [
+    { offered: 1_000, achieved: 1_000, p50: 1, p99: 5, p999: 9 },
+    { offered: 5_000, achieved: 4_000, p50: 2, p99: 30, p999: 60 },
+  ]);
+});
+
+test('reportInputFrom refuses something that is not a results object', () => {
+  assert.throws(() => reportInputFrom({ date: 'x' }), /runs/);
+});
+
+const INPUT: BenchReportInput = reportInputFrom(RESULTS);
+
+test('the summary has the run, a row per target with its verdict, and both plots', () => {
+  const md = renderSummary(INPUT, '/somewhere/bench/results/2026-11-30T10-00-00Z.json');
+  assert.ok(md.startsWith(SUMMARY_START) && md.endsWith(SUMMARY_END));
+  assert.ok(md.includes('2026-11-30 10:00:00 UTC'));
+  assert.ok(md.includes('`bench/results/2026-11-30T10-00-00Z.json`'));
+  assert.ok(md.includes('| scenario | metric | target | median | baseline | ratio | met? |'));
+  assert.ok(
+    md.includes('| A | events/s | ≥ 0.50× baseline | 55.0 events/s | 100 events/s | 0.40× | ❌ no |'),
+    md,
+  );
+  assert.ok(
+    md.includes('| B 5,000 events/s | p99 | ≤ 15.0 ms | 12.0 ms | (the limit) | 0.80× | ✅ yes |'),
+    md,
+  );
+  assert.ok(md.includes('](bench/latency.svg)') && md.includes('](bench/ratios.svg)'));
+});
+
+const DOC = '# Benchmarks\n\nIntro line one,\nline two.\n\nIn short:\n\n- a finding\n\n## Running\n\nprose\n';
+
+test('without markers, the block goes after the intro paragraph and the prose stays', () => {
+  const out = replaceSummaryBlock(DOC, `${SUMMARY_START}\nnew\n${SUMMARY_END}`);
+  assert.equal(
+    out,
+    `# Benchmarks\n\nIntro line one,\nline two.\n\n${SUMMARY_START}\nnew\n${SUMMARY_END}\n\nIn short:\n\n- a finding\n\n## Running\n\nprose\n`,
+  );
+});
+
+test('with markers, only the block between them is replaced, every time', () => {
+  const once = replaceSummaryBlock(DOC, `${SUMMARY_START}\nfirst\n${SUMMARY_END}`);
+  const twice = replaceSummaryBlock(once, `${SUMMARY_START}\nsecond\n${SUMMARY_END}`);
+  assert.equal(twice, once.replace('first', 'second'));
+  assert.throws(() => replaceSummaryBlock(`${DOC}${SUMMARY_END}\n`, 'x'), /only one/);
+});
+
+test('writeDocsReport writes both plots and the block, leaving the rest of the page', () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'bench-docs-'));
+  try {
+    writeFileSync(path.join(dir, 'benchmarks.md'), DOC);
+    const written = writeDocsReport(INPUT, 'bench/results/x.json', dir);
+    assert.deepEqual(
+      written.map((f) => path.relative(dir, f)),
+      [path.join('bench', 'latency.svg'), path.join('bench', 'ratios.svg'), 'benchmarks.md'],
+    );
+    assert.match(readFileSync(path.join(dir, 'bench', 'ratios.svg'), 'utf8'), /^<svg /);
+    const doc = readFileSync(path.join(dir, 'benchmarks.md'), 'utf8');
+    assert.ok(doc.startsWith('# Benchmarks\n\nIntro line one,\nline two.\n\n<!-- bench:summary:start -->'));
+    assert.ok(
+      doc.endsWith('<!-- bench:summary:end -->\n\nIn short:\n\n- a finding\n\n## Running\n\nprose\n'),
+    );
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
