@@ -1,3 +1,4 @@
+import type { Duplex } from 'node:stream';
 import type { WebSocket } from 'ws';
 import { watchExpiry } from '../auth/expiry.js';
 import type { Principal } from '../auth/principal.js';
@@ -17,8 +18,8 @@ import {
   deletedFrame,
   endFrame,
   errorFrame,
-  eventFrame,
   liveFrame,
+  sharedEventFrame,
   unsubscribedFrame,
 } from './frames.js';
 import {
@@ -40,6 +41,8 @@ export const CLOSE_TRY_AGAIN_LATER = 1013;
 /** The `on_disconnect` subscribe option that cancels the run when the client goes away. */
 export const ON_DISCONNECT_CANCEL = 'cancel';
 export const SUB_ID_MAX_LENGTH = 128;
+/** Frames are JSON text, also when handed to ws as bytes. */
+const TEXT = { binary: false } as const;
 
 export interface ConnectionOptions extends SubscriptionResources {
   readonly maxSubscriptions: number;
@@ -88,7 +91,23 @@ export class Connection implements SubscriptionSink {
   }
 
   event(sub: Subscription, e: DeliveredEvent): void {
-    this.send(eventFrame(sub.id, e.json()));
+    this.send(sharedEventFrame(sub.id, e));
+  }
+
+  /** Corks the socket around `send`: its frames leave in one write, not one write each. */
+  sendTogether(send: () => void): void {
+    // ws has no public cork; its maintainers point to the socket's (websockets/ws#1999).
+    const socket = (this.#ws as unknown as { _socket?: Duplex })._socket;
+    if (socket === undefined || this.#closed) {
+      send();
+      return;
+    }
+    socket.cork();
+    try {
+      send();
+    } finally {
+      socket.uncork();
+    }
   }
 
   live(sub: Subscription, seq: number): void {
@@ -107,15 +126,16 @@ export class Connection implements SubscriptionSink {
     this.send(errorFrame(sub.id, err.wsCode, err.message, { seq: sub.cursor }));
   }
 
-  send(frame: string): boolean {
+  /** A text frame: a string, or its UTF-8 bytes. */
+  send(frame: string | Buffer): boolean {
     if (this.#closed) return false;
-    const bytes = Buffer.byteLength(frame);
+    const bytes = typeof frame === 'string' ? Buffer.byteLength(frame) : frame.length;
     if (this.#queuedBytes + bytes > this.#o.maxBufferedBytes) {
       this.#cutOffSlowConsumer();
       return false;
     }
     this.#queuedBytes += bytes;
-    this.#ws.send(frame, () => {
+    this.#ws.send(frame, TEXT, () => {
       this.#queuedBytes -= bytes;
       if (this.#queuedBytes <= this.#lowWatermark && this.#drainWaiters.length > 0) {
         const waiters = this.#drainWaiters;

@@ -17,6 +17,7 @@ import type { ThreadFeeds } from '../log/thread-feed.js';
 import type { Logger } from '../logger.js';
 import { headSeq, listEventsPage, seqAtOffset } from '../persist/queries.js';
 import { isTerminal } from '../run-lifecycle.js';
+import { liveDelivery } from './delivery-turns.js';
 import { type EventFilter, type FilterableEvent, isFiltered, matches } from './filter.js';
 import { runTerminal } from './run-status.js';
 
@@ -35,6 +36,12 @@ export interface SubscriptionSink {
   deleted(sub: Subscription, runId: string | undefined): void;
   /** The subscription failed; the cursor (last seq passed) is where a client resumes. */
   error(sub: Subscription, err: RunstreamError): void;
+  /**
+   * Runs `send`, which delivers several events, so that they go out in one write (a
+   * WebSocket corks its socket) rather than one write each. Optional: without it, `send`
+   * just runs.
+   */
+  sendTogether?(send: () => void): void;
   /** Resolves when the queued bytes fall below the catch-up watermark (or the sink closes). */
   drained(): Promise<void>;
   /** More is queued than the catch-up watermark: a replay should wait for {@link drained}. */
@@ -105,6 +112,8 @@ export class Subscription {
   #repairing = false;
   #closed = false;
   #buffer: CommittedEvent[] = [];
+  /** Live announcements waiting for this subscription's turn in {@link liveDelivery}. */
+  #pending: CommittedEvent[][] = [];
   readonly #filtered: boolean;
   #unlisten: (() => void) | undefined;
   #unlistenDeletions: (() => void) | undefined;
@@ -241,25 +250,52 @@ export class Subscription {
     }
   }
 
+  /**
+   * An announcement: held while a catch-up or a repair runs, else queued for delivery in
+   * a later turn ({@link liveDelivery}), so one announcement to many subscribers never
+   * holds the event loop; announcements keep their order.
+   */
   #onLive(events: CommittedEvent[]): void {
     if (this.#closed) return;
     if (!this.#live || this.#repairing) {
       for (const e of events) this.#buffer.push(e);
       return;
     }
-    for (let i = 0; i < events.length; i++) {
-      const e = events[i] as CommittedEvent;
-      if (e.seq <= this.cursor) continue;
-      if (e.seq !== this.cursor + 1) {
-        // A hole: an announcement was lost. Buffer the rest and fill it from Postgres.
-        for (let j = i; j < events.length; j++) this.#buffer.push(events[j] as CommittedEvent);
-        this.#repairing = true;
-        void this.#drainBuffer().catch((err: unknown) => this.#fail(err));
-        return;
+    this.#pending.push(events);
+    if (this.#pending.length === 1) liveDelivery.queue(this.#deliverPending);
+  }
+
+  readonly #deliverPending = (): void => {
+    const announcements = this.#pending;
+    if (announcements.length === 0) return;
+    this.#pending = [];
+    try {
+      const { sink } = this.#o;
+      if (sink.sendTogether) sink.sendTogether(() => this.#deliver(announcements));
+      else this.#deliver(announcements);
+    } catch (err) {
+      this.#fail(err);
+    }
+  };
+
+  #deliver(announcements: CommittedEvent[][]): void {
+    for (let a = 0; a < announcements.length; a++) {
+      const events = announcements[a] as CommittedEvent[];
+      for (let i = 0; i < events.length; i++) {
+        const e = events[i] as CommittedEvent;
+        if (e.seq <= this.cursor) continue;
+        if (e.seq !== this.cursor + 1) {
+          // A hole: an announcement was lost. Buffer the rest and fill it from Postgres.
+          for (let j = i; j < events.length; j++) this.#buffer.push(events[j] as CommittedEvent);
+          for (const later of announcements.slice(a + 1)) for (const l of later) this.#buffer.push(l);
+          this.#repairing = true;
+          void this.#drainBuffer().catch((err: unknown) => this.#fail(err));
+          return;
+        }
+        if (this.#o.sink.closed) return;
+        this.#pass(committed(e));
+        if (this.#closed) return;
       }
-      if (this.#o.sink.closed) return;
-      this.#pass(committed(e));
-      if (this.#closed) return;
     }
   }
 
@@ -311,6 +347,9 @@ export class Subscription {
     if (this.#closed) return;
     const scope = this.#o.filter.runId;
     if (runId !== undefined && scope !== undefined && scope !== runId) return;
+    // What was announced before the deletion is still delivered before it.
+    this.#deliverPending();
+    if (this.#closed) return;
     this.#o.sink.deleted(this, runId);
     this.close();
   }
@@ -320,6 +359,7 @@ export class Subscription {
     this.#closed = true;
     this.#o.onClose(this);
     this.#buffer = [];
+    this.#pending = [];
     this.#unlisten?.();
     this.#unlisten = undefined;
     this.#unlistenDeletions?.();
@@ -327,13 +367,24 @@ export class Subscription {
   }
 }
 
+/**
+ * One {@link DeliveredEvent} per committed event, shared by every subscription it goes to,
+ * so what a transport builds from it once (the WebSocket frame) serves them all.
+ */
+const deliveredOnce = new WeakMap<CommittedEvent, DeliveredEvent>();
+
 function committed(e: CommittedEvent): DeliveredEvent {
-  return {
-    seq: e.seq,
-    run_id: e.run_id,
-    category: e.category,
-    event_type: e.event_type,
-    user_id: e.user_id,
-    json: () => e.json,
-  };
+  let d = deliveredOnce.get(e);
+  if (d === undefined) {
+    d = {
+      seq: e.seq,
+      run_id: e.run_id,
+      category: e.category,
+      event_type: e.event_type,
+      user_id: e.user_id,
+      json: () => e.json,
+    };
+    deliveredOnce.set(e, d);
+  }
+  return d;
 }
