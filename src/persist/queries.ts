@@ -1,7 +1,7 @@
 /** Read queries over the event log. Always parameterised; seq cursors only. */
 import type pg from 'pg';
 import { CATEGORY_NUMBER, categoryName, type StoredEvent } from '../event.js';
-import type { EventFilter } from '../fanout/filter.js';
+import { type EventFilter, NO_FILTER } from '../fanout/filter.js';
 import { TERMINAL_EVENT_TYPES } from '../run-lifecycle.js';
 
 interface EventRow {
@@ -45,12 +45,7 @@ export async function listEventsAfter(
   afterSeq: number,
   limit: number,
 ): Promise<StoredEvent[]> {
-  const { rows } = await db.query<EventRow>({
-    name: 'rs_list_after',
-    text: `SELECT ${EVENT_COLUMNS} FROM run_events WHERE thread_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
-    values: [threadId, afterSeq, limit],
-  });
-  return rows.map(toStored);
+  return listEventsPage(db, { threadId, afterSeq, filter: NO_FILTER, limit });
 }
 
 export interface PageQuery {
@@ -68,19 +63,91 @@ export interface PageQuery {
   readonly limit: number;
 }
 
+/** Seqs one statement of a page reads at most once its windows have grown (unless the page is larger). */
+const MAX_WINDOW = 16_384;
+
+/** The highest seq a thread ever had, or NULL (SQL; the thread id is $1). */
+const HEAD_SQL = `GREATEST((SELECT max(seq) FROM run_events WHERE thread_id = $1),
+                           (SELECT head_seq FROM thread_heads WHERE thread_id = $1))`;
+
+/** A page's seq range (lo, hi]: literal, or to be resolved by the page's first statement. */
+type Bounds = { readonly lo: number; readonly hi: number } | 'resolve';
+
 /**
  * A page of a thread's events in seq order, filtered in SQL. Only the clauses in use are
  * sent, so each shape gets its own plan (a run filter uses the (thread_id, run_id, seq) index).
+ *
+ * Every statement reads a bounded seq window, `seq > lo AND seq <= lo + window`, never an
+ * open range, so that whatever plan the statistics lead to (a bitmap scan and a sort of the
+ * whole rest of the thread, when the thread grew after the last ANALYZE), a statement reads
+ * at most `window` rows. Seqs are dense but for deleted runs and filtered-out events: a short
+ * window is followed by the next one, twice as wide (up to MAX_WINDOW), until the page is
+ * full or the range (after_seq, upper bound] is covered. The first statement also resolves
+ * the range in its own snapshot: the upper bound is at most the thread's head (every seq up
+ * to it is committed, so later windows miss nothing), and a run filter narrows the range to
+ * the run's first and last seq (`runs`, kept in the persister's transaction).
  */
 export async function listEventsPage(db: pg.Pool | pg.ClientBase, q: PageQuery): Promise<StoredEvent[]> {
-  const values: unknown[] = [q.threadId, q.afterSeq];
-  const where = ['thread_id = $1', 'seq > $2'];
+  const filtered =
+    q.filter.runId !== undefined ||
+    q.filter.categories !== undefined ||
+    q.filter.eventTypes !== undefined ||
+    q.filter.userId !== undefined;
+  let window = Math.min(filtered ? 2 * q.limit : q.limit, Math.max(MAX_WINDOW, q.limit));
+  const events: StoredEvent[] = [];
+  let bounds: Bounds = 'resolve';
+  for (;;) {
+    const read = await readWindow(db, q, bounds, window, q.limit - events.length);
+    if (!read) return events; // no such thread (or run) range at all
+    for (const e of read.events) events.push(e);
+    const { lo, hi } = read;
+    bounds = q.descending ? { lo, hi: Math.max(lo, hi - window) } : { lo: Math.min(hi, lo + window), hi };
+    if (events.length >= q.limit || bounds.lo >= bounds.hi) return events;
+    window = Math.min(2 * window, Math.max(MAX_WINDOW, q.limit));
+  }
+}
+
+/**
+ * One window of a page: the `limit` first rows (last, descending) of (lo, hi] within
+ * `window` seqs of lo (of hi). Returns the range it was given or resolved, or undefined when
+ * the resolving statement returned no row at all.
+ */
+async function readWindow(
+  db: pg.Pool | pg.ClientBase,
+  q: PageQuery,
+  bounds: Bounds,
+  window: number,
+  limit: number,
+): Promise<{ events: StoredEvent[]; lo: number; hi: number } | undefined> {
+  const values: unknown[] = [q.threadId];
   const param = (v: unknown): string => {
     values.push(v);
     return `$${values.length}`;
   };
-  if (q.uptoSeq !== undefined) where.push(`seq <= ${param(q.uptoSeq)}`);
-  if (q.beforeSeq !== undefined) where.push(`seq < ${param(q.beforeSeq)}`);
+  let range: string;
+  if (bounds !== 'resolve') {
+    range = `SELECT ${param(bounds.lo)}::int8 AS lo, ${param(bounds.hi)}::int8 AS hi`;
+  } else {
+    // Never above the head, whatever bound the caller gave: the windows walk up to it.
+    let lo = `${param(q.afterSeq)}::int8`;
+    let ceiling = `COALESCE(${HEAD_SQL}, 0)`;
+    if (q.filter.runId !== undefined) {
+      // Without a runs row (GREATEST skips a NULL, COALESCE goes on) the range stays the thread's.
+      const run = `FROM runs WHERE thread_id = $1 AND run_id = ${param(q.filter.runId)}`;
+      lo = `GREATEST(${lo}, (SELECT first_seq - 1 ${run}))`;
+      ceiling = `COALESCE((SELECT last_seq ${run}), ${ceiling})`;
+    }
+    const his = [ceiling];
+    if (q.uptoSeq !== undefined) his.push(`${param(q.uptoSeq)}::int8`);
+    if (q.beforeSeq !== undefined) his.push(`${param(q.beforeSeq)}::int8 - 1`);
+    range = `SELECT ${lo} AS lo, LEAST(${his.join(', ')}) AS hi`;
+  }
+  const where = [
+    'thread_id = $1',
+    q.descending
+      ? `seq > GREATEST(b.lo, b.hi - ${param(window)}) AND seq <= b.hi`
+      : `seq > b.lo AND seq <= LEAST(b.lo + ${param(window)}, b.hi)`,
+  ];
   if (q.filter.runId !== undefined) where.push(`run_id = ${param(q.filter.runId)}`);
   const narrow: string[] = [];
   if (q.filter.categories)
@@ -95,11 +162,19 @@ export async function listEventsPage(db: pg.Pool | pg.ClientBase, q: PageQuery):
         : '';
     where.push(`((${narrow.join(' AND ')})${terminal})`);
   }
-  const { rows } = await db.query<EventRow>(
-    `SELECT ${EVENT_COLUMNS} FROM run_events WHERE ${where.join(' AND ')} ORDER BY seq${q.descending ? ' DESC' : ''} LIMIT ${param(q.limit)}`,
+  const order = `seq${q.descending ? ' DESC' : ''}`;
+  // One statement, one snapshot: the range and the rows are read together (MATERIALIZED: the
+  // range is computed once, not inlined into the window's conditions).
+  const { rows } = await db.query<Partial<EventRow> & { lo: string; hi: string }>(
+    `WITH b AS MATERIALIZED (${range}) SELECT b.lo, b.hi, e.* FROM b LEFT JOIN LATERAL (
+       SELECT ${EVENT_COLUMNS} FROM run_events WHERE ${where.join(' AND ')} ORDER BY ${order} LIMIT ${param(limit)}
+     ) e ON true ORDER BY e.${order}`,
     values,
   );
-  return rows.map(toStored);
+  const first = rows[0];
+  if (!first) return undefined;
+  const events = first.seq === null ? [] : rows.map((r) => toStored(r as EventRow));
+  return { events, lo: Number(first.lo), hi: Number(first.hi) };
 }
 
 /** The seq of a thread's first event at or after a log offset; undefined when there is none yet. */
@@ -123,8 +198,7 @@ export async function seqAtOffset(
 export async function headSeq(db: pg.Pool | pg.ClientBase, threadId: string): Promise<number> {
   const { rows } = await db.query<{ head: string | null }>({
     name: 'rs_head',
-    text: `SELECT GREATEST((SELECT max(seq) FROM run_events WHERE thread_id = $1),
-                           (SELECT head_seq FROM thread_heads WHERE thread_id = $1)) AS head`,
+    text: `SELECT ${HEAD_SQL} AS head`,
     values: [threadId],
   });
   return Number(rows[0]?.head ?? 0);
