@@ -143,7 +143,7 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
     // Cancel requests (WebSocket frame, HTTP POST, on_disconnect) are stored through the log and routed to producers.
     const control = new RunControl({
       nc,
-      publisher: new LogPublisher(nc, js, subjects),
+      publisher: new LogPublisher(nc, subjects),
       subjects,
       pool,
       log: log.child({ stage: 'control' }),
@@ -218,7 +218,7 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
         RECEIPT_LINGER_MS,
       );
       new IngestService({
-        publisher: new LogPublisher(nc, js, subjects),
+        publisher: new LogPublisher(nc, subjects),
         waiter: new PersistWaiter(receipts, pool, config.persistedAckTimeoutMs),
         limits: config,
         auth,

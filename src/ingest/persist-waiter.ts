@@ -6,11 +6,12 @@
  * have been committed long ago (no receipt will come), so those are looked up in
  * Postgres, again after the listener is in place: each is found there or announced later.
  */
-import type { PubAck } from '@nats-io/jetstream';
+
 import type pg from 'pg';
 import { ErrorCode, RunstreamError } from '../errors.js';
 import type { LogRecord } from '../event.js';
 import type { EventAck } from '../gen/runstream/v1/EventAck.js';
+import type { LogAck } from '../log/publisher.js';
 import type { ThreadFeeds } from '../log/thread-feed.js';
 import { findEvents } from '../persist/queries.js';
 import type { Receipt } from '../persist/seq-assigner.js';
@@ -71,7 +72,7 @@ export class PendingPersist implements Disposable {
   }
 
   /** Resolves with one ack per record once all are committed, or fails after the timeout. */
-  async wait(pubAcks: readonly PubAck[]): Promise<EventAck[]> {
+  async wait(pubAcks: readonly LogAck[]): Promise<EventAck[]> {
     const dupThreads = new Map<string, string[]>();
     pubAcks.forEach((a, i) => {
       const r = this.records[i] as LogRecord;
