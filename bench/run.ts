@@ -176,6 +176,8 @@ interface RunResult {
   fullSpeed?: Targeted<FullSpeedResult>;
   /** Scenario 7: the same over PLAN.manyThreads.threads. */
   threads?: Targeted<FullSpeedResult>;
+  /** Scenario 7's baseline: the 100-thread run with the same events per request as the many-thread run. */
+  threadsBase?: FullSpeedResult;
   /** Scenario 3: one result per offered rate, up to the first saturated one. */
   latency: Targeted<FixedRateResult>[];
   /** Scenario 3's curve, from `latency`. */
@@ -439,9 +441,25 @@ async function main(): Promise<void> {
       }
     }
 
+    // Scenario 7 compares thread counts at one request size: with N events over 10,000
+    // threads a request carries N / 10,000 events, so the 100-thread baseline does too.
+    const manyThreadsBatch = Math.max(1, Math.floor(PLAN.fullSpeed.events / PLAN.manyThreads.threads));
+    if (only.has('threads') && (await ready(run, 'threads', ESTIMATE_MS.fullSpeed, startedAt))) {
+      const res = await withBroker(servers, run, `threads-base-run${r}`, (b) =>
+        runFullSpeed(b, { ...PLAN.fullSpeed, batchSize: manyThreadsBatch }),
+      );
+      if (res) {
+        run.threadsBase = res;
+        log(`${tag} threads 100 ${fullSpeedText(res)}`);
+      }
+    }
     if (only.has('threads') && (await ready(run, 'threads', ESTIMATE_MS.fullSpeed, startedAt))) {
       const res = await withBroker(servers, run, `threads-run${r}`, (b) =>
-        runFullSpeed(b, { ...PLAN.fullSpeed, threads: PLAN.manyThreads.threads }),
+        runFullSpeed(b, {
+          ...PLAN.fullSpeed,
+          threads: PLAN.manyThreads.threads,
+          batchSize: manyThreadsBatch,
+        }),
       );
       if (res) {
         run.threads = res;
@@ -668,8 +686,8 @@ function attachTargets(run: RunResult): void {
     run.threads = {
       ...t,
       scenario: `7 many threads: ${fmt(t.threads, 0)} threads`,
-      metric: `e2e events/s vs ${f?.threads ?? THREADS} threads`,
-      ratio: ratioTo(t.e2eEventsPerS, f?.e2eEventsPerS ?? Number.NaN, 0.7, 'events/s'),
+      metric: `e2e events/s vs ${THREADS} threads, same request size`,
+      ratio: ratioTo(t.e2eEventsPerS, run.threadsBase?.e2eEventsPerS ?? Number.NaN, 0.7, 'events/s'),
     };
   }
   run.latency = run.latency.map((l) =>
@@ -785,8 +803,14 @@ function tableRows(runs: readonly RunResult[]): Row[] {
     });
   };
   if (fullSpeedWanted) fullSpeedRows(`1+2 full speed, ${THREADS} threads, ACCEPTED`, (r) => r.fullSpeed);
-  if (only.has('threads'))
-    fullSpeedRows(`7 full speed, ${fmt(PLAN.manyThreads.threads, 0)} threads`, (r) => r.threads);
+  if (only.has('threads')) {
+    const perRequest = Math.max(1, Math.floor(PLAN.fullSpeed.events / PLAN.manyThreads.threads));
+    fullSpeedRows(`7 baseline: ${THREADS} threads, ${perRequest} events/request`, (r) => r.threadsBase);
+    fullSpeedRows(
+      `7 full speed, ${fmt(PLAN.manyThreads.threads, 0)} threads, ${perRequest} events/request`,
+      (r) => r.threads,
+    );
+  }
   if (only.has('latency')) {
     for (const rate of PLAN.fixedRate.rates) {
       const res = (r: RunResult) => r.latency.find((x) => x.rate === rate);
