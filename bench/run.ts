@@ -54,6 +54,7 @@ import { type FanoutResult, runFanout } from './scenarios/fanout.js';
 import { curvePoint, type FixedRateResult, runFixedRate, saturated } from './scenarios/fixed-rate.js';
 import { type FullSpeedResult, runFullSpeed } from './scenarios/full-speed.js';
 import { type GrpcBaselineResult, runGrpcBaseline } from './scenarios/grpc-baseline.js';
+import { type IngestStageResult, runIngestStage } from './scenarios/ingest-stage.js';
 import { type JsBaselineResult, runJsBaseline } from './scenarios/js-baseline.js';
 import { type PgBaselineResult, runPgBaseline } from './scenarios/pg-baseline.js';
 import { runWsBaseline, type WsBaselineResult } from './scenarios/ws-baseline.js';
@@ -174,6 +175,8 @@ interface RunResult {
   conns?: Targeted<ConnectionsResult>;
   /** Scenarios 1 (e2e) and 2 (ingest): one full-speed run over THREADS threads. */
   fullSpeed?: Targeted<FullSpeedResult>;
+  /** Scenario 2 on a broker process with only the ingest role. */
+  ingestStage?: Targeted<IngestStageResult>;
   /** Scenario 7: the same over PLAN.manyThreads.threads. */
   threads?: Targeted<FullSpeedResult>;
   /** Scenario 7's baseline: the 100-thread run with the same events per request as the many-thread run. */
@@ -245,11 +248,13 @@ async function withBroker<T extends Measured>(
   run: RunResult,
   label: string,
   fn: (broker: BenchBroker) => Promise<T>,
+  roles?: string,
 ): Promise<T | undefined> {
   try {
     await using broker = await startBenchBroker(servers, {
       label,
-      split: args.split === true,
+      split: roles === undefined && args.split === true,
+      ...(roles ? { roles } : {}),
       env: BROKER_ENV,
       ...(profileDir ? { profileDir } : {}),
     });
@@ -438,6 +443,23 @@ async function main(): Promise<void> {
       if (res) {
         run.fullSpeed = res;
         log(`${tag} e2e+ingest  ${fullSpeedText(res)}`);
+      }
+    }
+
+    if (only.has('ingest') && (await ready(run, 'ingest', ESTIMATE_MS.fullSpeed, startedAt))) {
+      const res = await withBroker(
+        servers,
+        run,
+        `ingest-stage-run${r}`,
+        (b) => runIngestStage(b, PLAN.fullSpeed),
+        'ingest',
+      );
+      if (res) {
+        run.ingestStage = res;
+        log(
+          `${tag} ingest only ${fmt(res.ingestEventsPerS, 0)} events/s acked (${res.acked} acked, failed requests ${res.failedRequests}${res.firstError ? `: ${res.firstError}` : ''})` +
+            `\n  ${coresText(res.cores)}\n  ${perEventText(res.cpuUsPerEvent)}`,
+        );
       }
     }
 
@@ -681,6 +703,15 @@ function attachTargets(run: RunResult): void {
       },
     };
   }
+  const i = run.ingestStage;
+  if (i) {
+    run.ingestStage = {
+      ...i,
+      scenario: '2 ingest stage alone (RS_ROLES=ingest), ACCEPTED',
+      metric: 'ingest acked events/s vs B-js',
+      ratio: ratioTo(i.ingestEventsPerS, run.js?.eventsPerS ?? Number.NaN, 3, 'events/s'),
+    };
+  }
   const t = run.threads;
   if (t) {
     run.threads = {
@@ -803,6 +834,27 @@ function tableRows(runs: readonly RunResult[]): Row[] {
     });
   };
   if (fullSpeedWanted) fullSpeedRows(`1+2 full speed, ${THREADS} threads, ACCEPTED`, (r) => r.fullSpeed);
+  if (only.has('ingest')) {
+    const name = '2 ingest stage alone: RS_ROLES=ingest';
+    rows.push({
+      scenario: name,
+      metric: 'ingest acked events/s',
+      values: col((r) => r.ingestStage?.ingestEventsPerS),
+      digits: 0,
+    });
+    rows.push({
+      scenario: name,
+      metric: 'broker CPU µs/event',
+      values: col((r) => r.ingestStage?.cpuUsPerEvent?.broker),
+      digits: 0,
+    });
+    rows.push({
+      scenario: name,
+      metric: 'broker + nats + pg CPU µs/event',
+      values: col((r) => stackCpu(r.ingestStage?.cpuUsPerEvent)),
+      digits: 0,
+    });
+  }
   if (only.has('threads')) {
     const perRequest = Math.max(1, Math.floor(PLAN.fullSpeed.events / PLAN.manyThreads.threads));
     fullSpeedRows(`7 baseline: ${THREADS} threads, ${perRequest} events/request`, (r) => r.threadsBase);

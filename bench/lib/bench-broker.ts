@@ -46,6 +46,8 @@ export interface BenchBrokerOptions {
   readonly profileDir?: string;
   /** Ingest + fan-out in one process, the persister in another. */
   readonly split?: boolean;
+  /** One process with only these roles (`RS_ROLES`), e.g. `ingest` to measure that stage alone. */
+  readonly roles?: string;
   readonly env?: Record<string, string>;
 }
 
@@ -123,7 +125,7 @@ export async function startBenchBroker(servers: Servers, o: BenchBrokerOptions):
       await spawnMember('front', 'ingest,fanout');
       await spawnMember('persister', 'persister');
     } else {
-      await spawnMember('broker', undefined);
+      await spawnMember('broker', o.roles);
     }
   } catch (err) {
     await stop();
