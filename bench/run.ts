@@ -135,8 +135,8 @@ const PLAN = {
     rates: args.rates
       ? args.rates.split(',').map(Number)
       : [1_000, 2_500, 5_000, 10_000, 20_000, 40_000, 80_000],
-    durationMs: quick ? 2_000 : 4_000,
-    warmupMs: 1_000,
+    durationMs: quick ? 2_000 : 6_000,
+    warmupMs: quick ? 1_000 : 3_000,
     threads: THREADS,
     /** One PublishStream per thread, as agents stream their runs (the broker bounds each stream's
      * in-flight requests); --mixed multiplexes the threads over a few streams, as before. */
