@@ -16,21 +16,84 @@ import type { ThreadFeeds } from '../log/thread-feed.js';
 import { findEvents } from '../persist/queries.js';
 import type { Receipt } from '../persist/seq-assigner.js';
 
+/** The requests waiting on one thread's receipts, by event_id; one feed listener for all. */
+interface ThreadWaiters {
+  readonly byEvent: Map<string, Set<PendingPersist>>;
+  readonly listening: Promise<() => void>;
+  refs: number;
+}
+
 export class PersistWaiter {
+  readonly #threads = new Map<string, ThreadWaiters>();
+
   constructor(
     private readonly feeds: ThreadFeeds<Receipt[]>,
     private readonly pool: pg.Pool,
     private readonly timeoutMs: number,
   ) {}
 
-  /** Starts listening for the records' receipts; call before publishing them. */
+  /**
+   * Starts listening for the records' receipts; call before publishing them. A thread's
+   * receipts are matched to its waiting requests by event_id, once per receipt however
+   * many requests wait (a listener per request cost requests × receipts under backlog).
+   */
   async prepare(records: readonly LogRecord[]): Promise<PendingPersist> {
     const pending = new PendingPersist(records, this.pool, this.timeoutMs);
-    const threads = new Set(records.map((r) => r.thread_id));
-    pending.unlisteners.push(
-      await this.feeds.listenMany(threads, (t, receipts) => pending.onReceipts(t, receipts)),
-    );
+    const ready: Promise<unknown>[] = [];
+    for (const [threadId, eventIds] of pending.eventIdsByThread()) {
+      const w = this.#threads.get(threadId) ?? this.#listen(threadId);
+      w.refs++;
+      for (const id of eventIds) {
+        const waiting = w.byEvent.get(id);
+        if (waiting) waiting.add(pending);
+        else w.byEvent.set(id, new Set([pending]));
+      }
+      ready.push(w.listening);
+      pending.unlisteners.push(() => this.#release(threadId, w, eventIds, pending));
+    }
+    try {
+      await Promise.all(ready);
+    } catch (err) {
+      pending.dispose();
+      throw err;
+    }
     return pending;
+  }
+
+  #listen(threadId: string): ThreadWaiters {
+    const byEvent = new Map<string, Set<PendingPersist>>();
+    const listening = this.feeds.listen(threadId, (receipts) => {
+      for (const r of receipts) {
+        const waiting = byEvent.get(r.event_id);
+        if (waiting) for (const p of waiting) p.onReceipt(threadId, r);
+      }
+    });
+    const w: ThreadWaiters = { byEvent, listening, refs: 0 };
+    this.#threads.set(threadId, w);
+    listening.catch(() => {
+      if (this.#threads.get(threadId) === w) this.#threads.delete(threadId);
+    });
+    return w;
+  }
+
+  #release(threadId: string, w: ThreadWaiters, eventIds: readonly string[], pending: PendingPersist): void {
+    for (const id of eventIds) {
+      const waiting = w.byEvent.get(id);
+      if (!waiting) continue;
+      waiting.delete(pending);
+      if (waiting.size === 0) w.byEvent.delete(id);
+    }
+    if (--w.refs > 0) return;
+    if (this.#threads.get(threadId) === w) this.#threads.delete(threadId);
+    void w.listening.then(
+      (unlisten) => unlisten(),
+      () => undefined,
+    );
+  }
+
+  /** Threads with requests waiting on their receipts. */
+  get size(): number {
+    return this.#threads.size;
   }
 }
 
@@ -57,8 +120,19 @@ export class PendingPersist implements Disposable {
     });
   }
 
-  onReceipts(threadId: string, receipts: readonly Receipt[]): void {
-    for (const r of receipts) this.#resolve(threadId, r);
+  /** The request's distinct event_ids, by thread. */
+  eventIdsByThread(): Map<string, string[]> {
+    const byThread = new Map<string, Set<string>>();
+    for (const r of this.records) {
+      const ids = byThread.get(r.thread_id);
+      if (ids) ids.add(r.event_id);
+      else byThread.set(r.thread_id, new Set([r.event_id]));
+    }
+    return new Map([...byThread].map(([t, ids]) => [t, [...ids]]));
+  }
+
+  onReceipt(threadId: string, r: Receipt): void {
+    this.#resolve(threadId, r);
   }
 
   #resolve(threadId: string, r: Receipt): void {

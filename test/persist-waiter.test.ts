@@ -1,0 +1,83 @@
+// PersistWaiter (src/ingest/persist-waiter.ts): requests waiting on a thread's commit
+// receipts are matched by event_id from one listener per thread; each gets exactly its own
+// events' receipts, a repeated event_id in flight twice resolves both, and a thread is
+// released when its last request is done.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { connect } from '@nats-io/transport-node';
+import type { LogRecord } from '../src/event.js';
+import { PersistWaiter } from '../src/ingest/persist-waiter.js';
+import { decodeReceipts, encodeReceipts } from '../src/log/announcements.js';
+import { Subjects } from '../src/log/subjects.js';
+import { ThreadFeeds } from '../src/log/thread-feed.js';
+import { createLogger } from '../src/logger.js';
+import { startServers } from './helpers/stack.js';
+import { waitFor } from './helpers/wait.js';
+
+function record(thread: string, eventId: string): LogRecord {
+  return {
+    thread_id: thread,
+    run_id: 'r',
+    event_id: eventId,
+    event_type: 'ai_chunk',
+    category: 'message',
+    user_id: '',
+    created_at: '2026-11-30T10:00:00.000Z',
+    content_json: '"x"',
+    metadata_json: '{}',
+  };
+}
+
+test('receipts resolve exactly the requests waiting on their event_ids, and threads are released', async () => {
+  await using servers = await startServers();
+  const nc = await connect({ servers: servers.nats.url });
+  try {
+    const subjects = new Subjects('pw');
+    const feeds = new ThreadFeeds(nc, (t) => subjects.receipts(t), decodeReceipts, createLogger('silent'));
+    const waiter = new PersistWaiter(feeds, servers.db, 5_000);
+    const noDup = (offset: number) => ({ seq: offset, duplicate: false });
+
+    const a = await waiter.prepare([record('t1', 'a1'), record('t1', 'a2'), record('t2', 'b1')]);
+    const retry = await waiter.prepare([record('t1', 'a2')]); // the same event in flight twice
+    const other = await waiter.prepare([record('t1', 'c1')]);
+    assert.equal(waiter.size, 2);
+
+    const acksA = a.wait([noDup(7), noDup(7), noDup(8)]);
+    const acksRetry = retry.wait([noDup(7)]);
+    nc.publish(
+      subjects.receipts('t1'),
+      encodeReceipts([
+        { event_id: 'a1', seq: 1, offset: 7 },
+        { event_id: 'a2', seq: 2, offset: 7 },
+      ]),
+    );
+    nc.publish(subjects.receipts('t2'), encodeReceipts([{ event_id: 'b1', seq: 1, offset: 8 }]));
+    assert.deepEqual(
+      (await acksA).map((x) => [x.event_id, x.seq, x.offset, x.duplicate]),
+      [
+        ['a1', 1, 7, false],
+        ['a2', 2, 7, false],
+        ['b1', 1, 8, false],
+      ],
+    );
+    assert.deepEqual(
+      (await acksRetry).map((x) => [x.event_id, x.seq]),
+      [['a2', 2]],
+    );
+    a.dispose();
+    retry.dispose();
+    assert.equal(waiter.size, 1, 't2 released; t1 still has a request waiting');
+
+    const acksOther = other.wait([noDup(9)]);
+    nc.publish(subjects.receipts('t1'), encodeReceipts([{ event_id: 'c1', seq: 3, offset: 9 }]));
+    assert.deepEqual(
+      (await acksOther).map((x) => [x.event_id, x.seq]),
+      [['c1', 3]],
+    );
+    other.dispose();
+    assert.equal(waiter.size, 0);
+    await waitFor(() => feeds.size === 0, { what: 'no subscription left once nothing waits' });
+  } finally {
+    await nc.close();
+  }
+});
