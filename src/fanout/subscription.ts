@@ -10,7 +10,7 @@
  */
 import type pg from 'pg';
 import { ErrorCode, RunstreamError, toRunstreamError } from '../errors.js';
-import { eventJson } from '../event.js';
+import { eventJson, type StoredEvent } from '../event.js';
 import type { CommittedEvent } from '../log/announcements.js';
 import type { DeletionNotice } from '../log/deletion-notices.js';
 import type { ThreadFeeds } from '../log/thread-feed.js';
@@ -207,32 +207,53 @@ export class Subscription {
     // run left, even at the tail, so never stalls a catch-up or a gap repair.)
     const head = await headSeq(pool, this.threadId);
     const upto = this.#filtered ? head : undefined;
-    for (;;) {
-      await sink.drained();
-      if (this.#closed || sink.closed) return;
-      const page = await listEventsPage(pool, {
+    const read = (afterSeq: number) =>
+      listEventsPage(pool, {
         threadId: this.threadId,
-        afterSeq: this.cursor,
+        afterSeq,
         uptoSeq: upto,
         filter,
         withTerminal: true,
         limit: pageSize,
       });
-      for (const e of page) {
+    let next = read(this.cursor);
+    for (;;) {
+      await sink.drained();
+      if (this.#closed || sink.closed) return;
+      const page = await next;
+      const full = page.length === pageSize;
+      // The next page is read while this one is written (it is dropped if the subscription ends).
+      if (full) {
+        next = read((page[page.length - 1] as StoredEvent).seq);
+        next.catch(() => undefined);
+      }
+      let i = 0;
+      // Events go out in runs written together (one socket write per run), until the
+      // client's buffer is full; then the run waits for it to drain. A run sends at least
+      // one event, as each event did once its sink had drained.
+      const sendRun = (): void => {
+        const first = i;
+        while (i < page.length && !this.#closed && (i === first || !sink.backlogged)) {
+          const e = page[i++] as StoredEvent;
+          // No contiguity check: deleting a run leaves a hole, and Postgres order is the truth.
+          this.#pass({
+            seq: e.seq,
+            run_id: e.run_id,
+            category: e.category,
+            event_type: e.event_type,
+            user_id: e.user_id,
+            json: () => eventJson(e),
+          });
+        }
+      };
+      while (i < page.length) {
         if (sink.backlogged) await sink.drained();
         if (this.#closed || sink.closed) return;
-        // No contiguity check: deleting a run leaves a hole, and Postgres order is the truth.
-        this.#pass({
-          seq: e.seq,
-          run_id: e.run_id,
-          category: e.category,
-          event_type: e.event_type,
-          user_id: e.user_id,
-          json: () => eventJson(e),
-        });
+        if (sink.sendTogether) sink.sendTogether(sendRun);
+        else sendRun();
         if (this.#closed) return;
       }
-      if (page.length < pageSize) {
+      if (!full) {
         if (head > this.cursor) this.cursor = head;
         return;
       }
