@@ -268,7 +268,7 @@ export function latencyChart(
 }
 
 /** About as many characters as fit in the ratio chart's label column. */
-const LABEL_CHARS = 44;
+const LABEL_CHARS = 38;
 
 function clip(label: string): string {
   return label.length > LABEL_CHARS ? `${label.slice(0, LABEL_CHARS - 1)}…` : label;
