@@ -181,7 +181,7 @@ test('the ratio chart is well-formed, labelled, and colours each bar by its targ
     '>full run &lt;today&gt;<',
     '>e2e vs B-pg<',
     '>p99 &lt;15 ms&gt;<',
-    '>Latency at 5,000 events/s, ACCEPTED, 100 th…<',
+    '>Latency at 5,000 events/s, ACCEPTED, …<',
     'meets target',
     'misses target',
   ]) {
