@@ -6,25 +6,11 @@ import { test } from 'node:test';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import type { Event } from '../src/client/ingest-client.js';
-import type { LogRecord } from '../src/event.js';
 import { decodeLogMessage, encodeLogMessages } from '../src/log/log-batch.js';
 import { Subjects } from '../src/log/subjects.js';
+import { logRecord } from './helpers/records.js';
 import { expectGapFree, randomName, startStack, threadRows } from './helpers/stack.js';
 import { waitFor } from './helpers/wait.js';
-
-function record(thread: string, run: string, eventId: string, content = '"x"'): LogRecord {
-  return {
-    thread_id: thread,
-    run_id: run,
-    event_id: eventId,
-    event_type: 'ai_chunk',
-    category: 'message',
-    user_id: '',
-    created_at: '2026-11-30T10:00:00.000Z',
-    content_json: content,
-    metadata_json: '{}',
-  };
-}
 
 function ev(thread: string, run: string, eventId: string): Event {
   return {
@@ -39,11 +25,11 @@ function ev(thread: string, run: string, eventId: string): Event {
 
 test('records go out one message per thread and run, a thread cut where its run changes', () => {
   const rs = [
-    record('t1', 'r1', 'a'),
-    record('t2', 'r1', 'b'),
-    record('t1', 'r2', 'c'),
-    record('t1', 'r1', 'd'),
-    record('t2', 'r1', 'e'),
+    logRecord('t1', 'r1', 'a'),
+    logRecord('t2', 'r1', 'b'),
+    logRecord('t1', 'r2', 'c'),
+    logRecord('t1', 'r1', 'd'),
+    logRecord('t2', 'r1', 'e'),
   ];
   const ms = encodeLogMessages(rs, 1 << 20);
   assert.deepEqual(
@@ -64,7 +50,9 @@ test('records go out one message per thread and run, a thread cut where its run 
 });
 
 test('a group larger than max_payload is split into messages that each fit, in order', () => {
-  const rs = Array.from({ length: 50 }, (_, i) => record('t', 'r', `e${i}`, JSON.stringify('文'.repeat(40))));
+  const rs = Array.from({ length: 50 }, (_, i) =>
+    logRecord('t', 'r', `e${i}`, JSON.stringify('文'.repeat(40))),
+  );
   const one = Buffer.byteLength(JSON.stringify(rs[0]), 'utf8');
   const max = one * 7 + 20;
   const ms = encodeLogMessages(rs, max);
@@ -76,7 +64,7 @@ test('a group larger than max_payload is split into messages that each fit, in o
   );
   // A record that alone exceeds the limit still goes out, alone.
   const big = encodeLogMessages(
-    [record('t', 'r', 'a'), record('t', 'r', 'big', JSON.stringify('y'.repeat(500)))],
+    [logRecord('t', 'r', 'a'), logRecord('t', 'r', 'big', JSON.stringify('y'.repeat(500)))],
     300,
   );
   assert.deepEqual(
@@ -89,7 +77,7 @@ test('the message id names the content: a repeat matches, any other set of event
   const idOf = (ids: string[]) =>
     (
       encodeLogMessages(
-        ids.map((i) => record('t', 'r', i)),
+        ids.map((i) => logRecord('t', 'r', i)),
         1 << 20,
       )[0] ?? assert.fail()
     ).msgId;
@@ -102,11 +90,11 @@ test('the message id names the content: a repeat matches, any other set of event
 test('a log message that is not ingest-shaped is refused naming the field', () => {
   assert.throws(() => decodeLogMessage('[]'), /no records/);
   assert.throws(
-    () => decodeLogMessage(JSON.stringify([{ ...record('t', 'r', 'a'), category: 'x' }])),
+    () => decodeLogMessage(JSON.stringify([{ ...logRecord('t', 'r', 'a'), category: 'x' }])),
     /category/,
   );
   assert.throws(() => decodeLogMessage('[1]'), /not an object/);
-  assert.deepEqual(decodeLogMessage(JSON.stringify(record('t', 'r', 'a'))), [record('t', 'r', 'a')]);
+  assert.deepEqual(decodeLogMessage(JSON.stringify(logRecord('t', 'r', 'a'))), [logRecord('t', 'r', 'a')]);
 });
 
 test('one request becomes one log message per thread and run; its events share the offset', async () => {
@@ -162,7 +150,9 @@ test('a single-record log message, as written before batching, is still stored',
   try {
     const subjects = new Subjects(stack.config.subjectPrefix);
     const js = jetstream(nc);
-    await js.publish(subjects.log(t, 'r'), JSON.stringify(record(t, 'r', 'old-1')), { msgID: `${t}:old-1` });
+    await js.publish(subjects.log(t, 'r'), JSON.stringify(logRecord(t, 'r', 'old-1')), {
+      msgID: `${t}:old-1`,
+    });
     await stack.client.publish([ev(t, 'r', 'new-1'), ev(t, 'r', 'new-2')], 'PERSISTED');
     await waitFor(async () => (await threadRows(stack.db, t)).length === 3, { what: '3 rows' });
     assert.deepEqual(

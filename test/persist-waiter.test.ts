@@ -5,28 +5,14 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { connect } from '@nats-io/transport-node';
-import type { LogRecord } from '../src/event.js';
 import { PersistWaiter } from '../src/ingest/persist-waiter.js';
 import { decodeReceipts, encodeReceipts } from '../src/log/announcements.js';
 import { Subjects } from '../src/log/subjects.js';
 import { ThreadFeeds } from '../src/log/thread-feed.js';
 import { createLogger } from '../src/logger.js';
+import { logRecord } from './helpers/records.js';
 import { startServers } from './helpers/stack.js';
 import { waitFor } from './helpers/wait.js';
-
-function record(thread: string, eventId: string): LogRecord {
-  return {
-    thread_id: thread,
-    run_id: 'r',
-    event_id: eventId,
-    event_type: 'ai_chunk',
-    category: 'message',
-    user_id: '',
-    created_at: '2026-11-30T10:00:00.000Z',
-    content_json: '"x"',
-    metadata_json: '{}',
-  };
-}
 
 test('receipts resolve exactly the requests waiting on their event_ids, and threads are released', async () => {
   await using servers = await startServers();
@@ -37,9 +23,13 @@ test('receipts resolve exactly the requests waiting on their event_ids, and thre
     const waiter = new PersistWaiter(feeds, servers.db, 5_000);
     const noDup = (offset: number) => ({ seq: offset, duplicate: false });
 
-    const a = await waiter.prepare([record('t1', 'a1'), record('t1', 'a2'), record('t2', 'b1')]);
-    const retry = await waiter.prepare([record('t1', 'a2')]); // the same event in flight twice
-    const other = await waiter.prepare([record('t1', 'c1')]);
+    const a = await waiter.prepare([
+      logRecord('t1', 'r', 'a1'),
+      logRecord('t1', 'r', 'a2'),
+      logRecord('t2', 'r', 'b1'),
+    ]);
+    const retry = await waiter.prepare([logRecord('t1', 'r', 'a2')]); // the same event in flight twice
+    const other = await waiter.prepare([logRecord('t1', 'r', 'c1')]);
     assert.equal(waiter.size, 2);
 
     const acksA = a.wait([noDup(7), noDup(7), noDup(8)]);

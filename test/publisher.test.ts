@@ -5,24 +5,10 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
-import type { LogRecord } from '../src/event.js';
 import { LogPublisher } from '../src/log/publisher.js';
 import { Subjects } from '../src/log/subjects.js';
 import { startNatsServer } from './helpers/nats-server.js';
-
-function record(thread: string, run: string, eventId: string): LogRecord {
-  return {
-    thread_id: thread,
-    run_id: run,
-    event_id: eventId,
-    event_type: 'ai_chunk',
-    category: 'message',
-    user_id: '',
-    created_at: '2026-11-30T10:00:00.000Z',
-    content_json: '"x"',
-    metadata_json: '{}',
-  };
-}
+import { logRecord } from './helpers/records.js';
 
 test('acks carry the stream sequence, repeats are duplicates, and no stream means unavailable', async () => {
   await using nats = await startNatsServer({ useEnv: false });
@@ -34,8 +20,8 @@ test('acks carry the stream sequence, repeats are duplicates, and no stream mean
 
     // Two calls in one turn: issued together, in call order.
     const [a, b] = await Promise.all([
-      publisher.publish([record('t1', 'r', 'e1'), record('t1', 'r', 'e2'), record('t2', 'r', 'e3')]),
-      publisher.publish([record('t1', 'r', 'e4')]),
+      publisher.publish([logRecord('t1', 'r', 'e1'), logRecord('t1', 'r', 'e2'), logRecord('t2', 'r', 'e3')]),
+      publisher.publish([logRecord('t1', 'r', 'e4')]),
     ]);
     assert.deepEqual(
       a.map((x) => [x.seq, x.duplicate]),
@@ -47,9 +33,9 @@ test('acks carry the stream sequence, repeats are duplicates, and no stream mean
     );
     assert.deepEqual(b, [{ seq: 3, duplicate: false }]);
     const again = await publisher.publish([
-      record('t1', 'r', 'e1'),
-      record('t1', 'r', 'e2'),
-      record('t2', 'r', 'e3'),
+      logRecord('t1', 'r', 'e1'),
+      logRecord('t1', 'r', 'e2'),
+      logRecord('t2', 'r', 'e3'),
     ]);
     assert.deepEqual(
       again,
@@ -58,7 +44,7 @@ test('acks carry the stream sequence, repeats are duplicates, and no stream mean
     assert.equal((await jsm.streams.info('PUBTEST')).state.messages, 3);
 
     const nowhere = new LogPublisher(nc, new Subjects('nostream'), 1_500);
-    await assert.rejects(nowhere.publish([record('t', 'r', 'x')]), (err: Error) => {
+    await assert.rejects(nowhere.publish([logRecord('t', 'r', 'x')]), (err: Error) => {
       assert.equal(err.name, 'UnavailableError');
       assert.match(err.message, /event log did not accept/);
       return true;
