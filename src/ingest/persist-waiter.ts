@@ -40,7 +40,7 @@ export class PersistWaiter {
   async prepare(records: readonly LogRecord[]): Promise<PendingPersist> {
     const pending = new PendingPersist(records, this.pool, this.timeoutMs);
     const ready: Promise<unknown>[] = [];
-    for (const [threadId, eventIds] of pending.eventIdsByThread()) {
+    for (const [threadId, eventIds] of pending.eventIds) {
       const w = this.#threads.get(threadId) ?? this.#listen(threadId);
       w.refs++;
       for (const id of eventIds) {
@@ -102,6 +102,10 @@ export class PendingPersist implements Disposable {
   /** thread \0 event_id → indexes of the request's events with that id. */
   readonly #waiting = new Map<string, number[]>();
   readonly #receipts: (Receipt | undefined)[];
+  /** The request's distinct event_ids, by thread. */
+  readonly eventIds = new Map<string, string[]>();
+  /** Indexes of events whose event_id came earlier in the request. */
+  readonly #repeats = new Set<number>();
   #missing: number;
   #done: (() => void) | undefined;
 
@@ -115,20 +119,16 @@ export class PendingPersist implements Disposable {
     records.forEach((r, i) => {
       const key = `${r.thread_id}\0${r.event_id}`;
       const list = this.#waiting.get(key);
-      if (list) list.push(i);
-      else this.#waiting.set(key, [i]);
+      if (list) {
+        list.push(i);
+        this.#repeats.add(i);
+        return;
+      }
+      this.#waiting.set(key, [i]);
+      const ids = this.eventIds.get(r.thread_id);
+      if (ids) ids.push(r.event_id);
+      else this.eventIds.set(r.thread_id, [r.event_id]);
     });
-  }
-
-  /** The request's distinct event_ids, by thread. */
-  eventIdsByThread(): Map<string, string[]> {
-    const byThread = new Map<string, Set<string>>();
-    for (const r of this.records) {
-      const ids = byThread.get(r.thread_id);
-      if (ids) ids.add(r.event_id);
-      else byThread.set(r.thread_id, new Set([r.event_id]));
-    }
-    return new Map([...byThread].map(([t, ids]) => [t, [...ids]]));
   }
 
   onReceipt(threadId: string, r: Receipt): void {
@@ -178,12 +178,9 @@ export class PendingPersist implements Disposable {
     }
     // A repeat of an event_id within the request shares its log message with the first
     // one, so only the first can have been stored from it.
-    const firsts = new Set<string>();
     return pubAcks.map((a, i) => {
       const r = this.#receipts[i] as Receipt;
-      const key = `${(this.records[i] as LogRecord).thread_id}\0${r.event_id}`;
-      const repeat = firsts.has(key);
-      firsts.add(key);
+      const repeat = this.#repeats.has(i);
       return {
         event_id: r.event_id,
         duplicate: a.duplicate || r.offset !== a.seq || repeat,
