@@ -37,7 +37,7 @@ export async function connectNats(url: string, name: string, log: Logger): Promi
 }
 
 /** nats-server's default max_payload, used until the server's INFO says otherwise. */
-export const DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024;
+const DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024;
 /** Room left in a message for its subject and headers. */
 const PAYLOAD_HEADROOM_BYTES = 1024;
 
