@@ -18,6 +18,7 @@ import {
   deletedFrame,
   endFrame,
   errorFrame,
+  eventFrame,
   liveFrame,
   sharedEventFrame,
   unsubscribedFrame,
@@ -91,7 +92,8 @@ export class Connection implements SubscriptionSink {
   }
 
   event(sub: Subscription, e: DeliveredEvent): void {
-    this.send(sharedEventFrame(sub.id, e));
+    // A catch-up event is one subscriber's own: its frame is built for it alone.
+    this.send(e.shared ? sharedEventFrame(sub.id, e) : eventFrame(sub.id, e.json()));
   }
 
   /** Corks the socket around `send`: its frames leave in one write, not one write each. */

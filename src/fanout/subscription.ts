@@ -53,6 +53,8 @@ export interface SubscriptionSink {
 export interface DeliveredEvent extends FilterableEvent {
   readonly seq: number;
   json(): string;
+  /** One object carries this event to all its live subscribers, so its frame can be shared. */
+  readonly shared?: true;
 }
 
 /** Where a subscription starts. */
@@ -404,6 +406,7 @@ function committed(e: CommittedEvent): DeliveredEvent {
       event_type: e.event_type,
       user_id: e.user_id,
       json: () => e.json,
+      shared: true,
     };
     deliveredOnce.set(e, d);
   }
