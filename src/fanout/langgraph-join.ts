@@ -15,6 +15,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { requireCancel } from '../auth/http.js';
+import type { Principal } from '../auth/principal.js';
 import { ErrorCode, InvalidArgumentError, type RunstreamError } from '../errors.js';
 import { type HttpRoute, sendError, sendJson } from '../http/util.js';
 import { headSeq } from '../persist/queries.js';
@@ -207,108 +208,113 @@ async function authorizeLangGraph(svc: SseService, req: IncomingMessage, url: UR
 /** The LangGraph-compatible routes, served by the SSE service. */
 export function langGraphRoutes(svc: SseService): HttpRoute[] {
   return [
-    {
-      method: 'GET',
-      pattern: LANGGRAPH_JOIN_PATTERN,
-      handle: (req, res, match, url) => handleJoin(svc, req, res, match, url),
-    },
-    {
-      method: 'GET',
-      pattern: LANGGRAPH_RUN_PATTERN,
-      handle: (req, res, match, url) => handleGetRun(svc, req, res, match, url),
-    },
+    runRoute(svc, LANGGRAPH_JOIN_PATTERN, (run, req, res, url) => handleJoin(svc, run, req, res, url)),
+    runRoute(svc, LANGGRAPH_RUN_PATTERN, (run, _req, res) => handleGetRun(svc, run, res)),
   ];
+}
+
+/** The run a LangGraph route names, and the caller allowed to read its thread. */
+interface RunTarget {
+  readonly threadId: string;
+  readonly runId: string;
+  readonly principal: Principal;
+}
+
+/** A GET route on one run: checks the path's ids, authorizes the caller, answers any error. */
+function runRoute(
+  svc: SseService,
+  pattern: RegExp,
+  serve: (run: RunTarget, req: IncomingMessage, res: ServerResponse, url: URL) => Promise<void>,
+): HttpRoute {
+  return {
+    method: 'GET',
+    pattern,
+    handle: async (req, res, match, url) => {
+      try {
+        const threadId = pathId(match[1], 'thread_id');
+        const runId = pathId(match[2], 'run_id');
+        const principal = await authorizeLangGraph(svc, req, url, threadId);
+        await serve({ threadId, runId, principal }, req, res, url);
+      } catch (err) {
+        sendError(res, err);
+      }
+    },
+  };
 }
 
 async function handleJoin(
   svc: SseService,
+  { threadId, runId, principal }: RunTarget,
   req: IncomingMessage,
   res: ServerResponse,
-  match: RegExpExecArray,
   url: URL,
 ): Promise<void> {
-  try {
-    const threadId = pathId(match[1], 'thread_id');
-    const runId = pathId(match[2], 'run_id');
-    const principal = await authorizeLangGraph(svc, req, url, threadId);
-    svc.admit();
-    const modes = parseStreamModes(url);
-    const cancelOnDisconnect = boolParam(url, 'cancel_on_disconnect');
-    const { cancelRun, pool, log } = svc.options;
-    if (cancelOnDisconnect && !cancelRun) {
-      throw new InvalidArgumentError('cancel_on_disconnect', 'is not available on this broker');
-    }
-    // Asked now, not at disconnect: a token that may not cancel is told before it relies on it.
-    if (cancelOnDisconnect) requireCancel(principal, threadId);
-    // As on LangGraph Platform: no Last-Event-ID joins from now on, "-1" replays the whole
-    // run, a seq resumes after it. The head is read before the run's end is looked for, so
-    // an end committed in between has a seq above it and is streamed, not missed.
-    const lastEventId = lastEventIdSeq(req.headers['last-event-id'], true);
-    const afterSeq = lastEventId ?? (await headSeq(pool, threadId));
-    const path = `/threads/${threadId}/runs/${runId}`;
-    const headers = { location: `${path}/stream${url.search}`, 'content-location': path };
-    if (afterSeq > 0) {
-      // The run ended at or before the cursor: say so, rather than wait for an end already passed.
-      const terminal = await runTerminal(pool, threadId, runId);
-      if (terminal && terminal.seq <= afterSeq) {
-        const status = finalStatus(terminal);
-        res.writeHead(200, { ...SSE_HEADERS, ...headers });
-        res.end(`id: ${terminal.seq}\nevent: end\ndata: ${JSON.stringify({ run_id: runId, status })}\n\n`);
-        return;
-      }
-    }
-    const dialect = new LangGraphDialect(threadId, runId, modes);
-    svc.open({
-      res,
-      threadId,
-      start: { kind: 'after_seq', seq: afterSeq },
-      filter: { runId, categories: undefined, eventTypes: undefined },
-      dialect,
-      principal,
-      headers,
-      onClose: (byClient) => {
-        if (!byClient || !cancelOnDisconnect || !cancelRun) return;
-        cancelRun(threadId, runId, principal).catch((err: unknown) =>
-          log.warn({ err, threadId, runId }, 'cancel on disconnect failed'),
-        );
-      },
-    });
-  } catch (err) {
-    sendError(res, err);
+  svc.admit();
+  const modes = parseStreamModes(url);
+  const cancelOnDisconnect = boolParam(url, 'cancel_on_disconnect');
+  const { cancelRun, pool, log } = svc.options;
+  if (cancelOnDisconnect && !cancelRun) {
+    throw new InvalidArgumentError('cancel_on_disconnect', 'is not available on this broker');
   }
+  // Asked now, not at disconnect: a token that may not cancel is told before it relies on it.
+  if (cancelOnDisconnect) requireCancel(principal, threadId);
+  // As on LangGraph Platform: no Last-Event-ID joins from now on, "-1" replays the whole
+  // run, a seq resumes after it. The head is read before the run's end is looked for, so
+  // an end committed in between has a seq above it and is streamed, not missed.
+  const lastEventId = lastEventIdSeq(req.headers['last-event-id'], true);
+  const afterSeq = lastEventId ?? (await headSeq(pool, threadId));
+  const path = `/threads/${threadId}/runs/${runId}`;
+  const headers = { location: `${path}/stream${url.search}`, 'content-location': path };
+  if (afterSeq > 0) {
+    // The run ended at or before the cursor: say so, rather than wait for an end already passed.
+    const terminal = await runTerminal(pool, threadId, runId);
+    if (terminal && terminal.seq <= afterSeq) {
+      const status = finalStatus(terminal);
+      res.writeHead(200, { ...SSE_HEADERS, ...headers });
+      res.end(`id: ${terminal.seq}\nevent: end\ndata: ${JSON.stringify({ run_id: runId, status })}\n\n`);
+      return;
+    }
+  }
+  const dialect = new LangGraphDialect(threadId, runId, modes);
+  svc.open({
+    res,
+    threadId,
+    start: { kind: 'after_seq', seq: afterSeq },
+    filter: { runId, categories: undefined, eventTypes: undefined },
+    dialect,
+    principal,
+    headers,
+    onClose: (byClient) => {
+      if (!byClient || !cancelOnDisconnect || !cancelRun) return;
+      cancelRun(threadId, runId, principal).catch((err: unknown) =>
+        log.warn({ err, threadId, runId }, 'cancel on disconnect failed'),
+      );
+    },
+  });
 }
 
 async function handleGetRun(
   svc: SseService,
-  req: IncomingMessage,
+  { threadId, runId }: RunTarget,
   res: ServerResponse,
-  match: RegExpExecArray,
-  url: URL,
 ): Promise<void> {
-  try {
-    const threadId = pathId(match[1], 'thread_id');
-    const runId = pathId(match[2], 'run_id');
-    await authorizeLangGraph(svc, req, url, threadId);
-    const run = await runSummary(svc.options.pool, threadId, runId);
-    if (!run) {
-      sendJson(res, 404, {
-        error: { code: 'not_found', message: `thread ${threadId} has no events of run ${runId}` },
-      });
-      return;
-    }
-    sendJson(res, 200, {
-      run_id: runId,
-      thread_id: threadId,
-      assistant_id: run.assistantId ?? '',
-      created_at: run.createdAt,
-      updated_at: run.updatedAt,
-      status: run.terminal ? finalStatus(run.terminal) : 'running',
-      metadata: {},
-      multitask_strategy: null,
-      kwargs: {},
-      last_seq: run.lastSeq,
+  const run = await runSummary(svc.options.pool, threadId, runId);
+  if (!run) {
+    sendJson(res, 404, {
+      error: { code: 'not_found', message: `thread ${threadId} has no events of run ${runId}` },
     });
-  } catch (err) {
-    sendError(res, err);
+    return;
   }
+  sendJson(res, 200, {
+    run_id: runId,
+    thread_id: threadId,
+    assistant_id: run.assistantId ?? '',
+    created_at: run.createdAt,
+    updated_at: run.updatedAt,
+    status: run.terminal ? finalStatus(run.terminal) : 'running',
+    metadata: {},
+    multitask_strategy: null,
+    kwargs: {},
+    last_seq: run.lastSeq,
+  });
 }

@@ -26,6 +26,7 @@ import type pg from 'pg';
 import type { StoredEvent } from '../event.js';
 import type { EventFilter } from '../fanout/filter.js';
 import { listEventsPage } from '../persist/queries.js';
+import { pageCursors } from './page-cursors.js';
 import { toolCallsById } from './queries.js';
 
 export type ChatRoleName = 'human' | 'assistant' | 'tool' | 'system';
@@ -294,14 +295,9 @@ export async function chatPage(db: pg.Pool, q: ChatQuery): Promise<ChatPage> {
   const messages = assemble(events, eventKeys);
   await nameToolResults(db, q, messages);
   if (descending) messages.reverse();
-  const first = events[0];
-  const last = events[events.length - 1];
-  return {
-    messages,
-    nextAfterSeq: descending ? undefined : (last?.seq ?? q.afterSeq),
-    nextBeforeSeq: descending ? (first?.seq ?? q.beforeSeq) : undefined,
-    hasMore,
-  };
+  // Events are ascending here: a descending page continues before its first.
+  const edge = descending ? events[0] : events[events.length - 1];
+  return { messages, ...pageCursors(q, edge?.seq), hasMore };
 }
 
 /** Tool results whose call is on an earlier page get the tool's name from the store. */

@@ -52,6 +52,16 @@ function beforeOf(v: number): number | undefined {
   return n === 0 ? undefined : n;
 }
 
+/** The paging fields every list request carries, checked in field order. */
+function pagingOf(r: { after_seq: number; before_seq: number; limit: number; user_id: string }) {
+  return {
+    afterSeq: seqOf(r.after_seq, 'after_seq'),
+    beforeSeq: beforeOf(r.before_seq),
+    limit: limitOf(r.limit),
+    userId: optionalId(r.user_id, 'user_id'),
+  };
+}
+
 export class HistoryGrpcService {
   readonly #o: HistoryGrpcOptions;
 
@@ -69,10 +79,7 @@ export class HistoryGrpcService {
             runId: optionalId(r.run_id, 'run_id'),
             categories: categoriesOf(categoryNames(r.categories)),
             eventTypes: eventTypesOf(r.event_types),
-            afterSeq: seqOf(r.after_seq, 'after_seq'),
-            beforeSeq: beforeOf(r.before_seq),
-            limit: limitOf(r.limit),
-            userId: optionalId(r.user_id, 'user_id'),
+            ...pagingOf(r),
           }),
         ),
       ),
@@ -81,10 +88,7 @@ export class HistoryGrpcService {
           await h.listEvents(p, {
             threadId: requiredId(r.thread_id, 'thread_id'),
             categories: new Set(['message'] as const),
-            afterSeq: seqOf(r.after_seq, 'after_seq'),
-            beforeSeq: beforeOf(r.before_seq),
-            limit: limitOf(r.limit),
-            userId: optionalId(r.user_id, 'user_id'),
+            ...pagingOf(r),
           }),
         ),
       ),
@@ -94,10 +98,7 @@ export class HistoryGrpcService {
             threadId: requiredId(r.thread_id, 'thread_id'),
             runId: requiredId(r.run_id, 'run_id'),
             categories: new Set(['message'] as const),
-            afterSeq: seqOf(r.after_seq, 'after_seq'),
-            beforeSeq: beforeOf(r.before_seq),
-            limit: limitOf(r.limit),
-            userId: optionalId(r.user_id, 'user_id'),
+            ...pagingOf(r),
           }),
         ),
       ),
@@ -110,10 +111,7 @@ export class HistoryGrpcService {
         const page = await h.chat(p, {
           threadId: requiredId(r.thread_id, 'thread_id'),
           runId: optionalId(r.run_id, 'run_id'),
-          afterSeq: seqOf(r.after_seq, 'after_seq'),
-          beforeSeq: beforeOf(r.before_seq),
-          limit: limitOf(r.limit),
-          userId: optionalId(r.user_id, 'user_id'),
+          ...pagingOf(r),
         });
         return {
           messages: page.messages.map(chatMessageProto),

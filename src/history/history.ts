@@ -14,6 +14,7 @@ import { listEventsPage } from '../persist/queries.js';
 import { countMessages, getRun, listRuns, type RunRecord, type RunStatusName } from '../persist/runs.js';
 import { type ChatPage, chatPage } from './chat.js';
 import type { DeleteResult, Deleter } from './deleter.js';
+import { pageCursors } from './page-cursors.js';
 
 export interface EventsQuery {
   readonly threadId: string;
@@ -86,13 +87,7 @@ export class History {
     });
     const hasMore = rows.length > q.limit;
     const events = hasMore ? rows.slice(0, q.limit) : rows;
-    const last = events[events.length - 1];
-    return {
-      events,
-      nextAfterSeq: descending ? undefined : (last?.seq ?? q.afterSeq),
-      nextBeforeSeq: descending ? (last?.seq ?? q.beforeSeq) : undefined,
-      hasMore,
-    };
+    return { events, ...pageCursors(q, events[events.length - 1]?.seq), hasMore };
   }
 
   async countMessages(p: Principal, threadId: string, runId?: string, userId?: string): Promise<number> {

@@ -70,12 +70,15 @@ function paging(url: URL): Paging {
   };
 }
 
+/** A page's cursor field: `next_before_seq` when paging backwards, else `next_after_seq`. */
+function cursorJson(p: Pick<EventsPage, 'nextAfterSeq' | 'nextBeforeSeq'>): string {
+  return p.nextBeforeSeq !== undefined
+    ? `"next_before_seq":${p.nextBeforeSeq}`
+    : `"next_after_seq":${p.nextAfterSeq ?? 0}`;
+}
+
 function pageJson(p: EventsPage): string {
-  const cursor =
-    p.nextBeforeSeq !== undefined
-      ? `"next_before_seq":${p.nextBeforeSeq}`
-      : `"next_after_seq":${p.nextAfterSeq ?? 0}`;
-  return `{"events":${eventsJson(p.events)},${cursor},"has_more":${p.hasMore}}`;
+  return `{"events":${eventsJson(p.events)},${cursorJson(p)},"has_more":${p.hasMore}}`;
 }
 
 /** `?view=`: `events` (the default) or `chat`. */
@@ -85,6 +88,15 @@ function viewOf(url: URL): 'events' | 'chat' {
   if (v === 'chat') return 'chat';
   throw new InvalidArgumentError('view', `must be "events" or "chat" (got ${JSON.stringify(v)})`);
 }
+
+/** A route body for a thread, or one run of it (`runId`). */
+type ScopedHandler = (
+  p: Principal,
+  threadId: string,
+  runId: string | undefined,
+  url: URL,
+  res: ServerResponse,
+) => Promise<void>;
 
 /** Every History route. */
 export function historyRoutes(o: HistoryRoutesOptions): HttpRoute[] {
@@ -106,13 +118,7 @@ export function historyRoutes(o: HistoryRoutesOptions): HttpRoute[] {
     },
   });
 
-  const events = async (
-    p: Principal,
-    threadId: string,
-    runId: string | undefined,
-    url: URL,
-    res: ServerResponse,
-  ) => {
+  const events: ScopedHandler = async (p, threadId, runId, url, res) => {
     const pg = paging(url);
     const page = await h.listEvents(p, {
       threadId,
@@ -124,24 +130,14 @@ export function historyRoutes(o: HistoryRoutesOptions): HttpRoute[] {
     sendText(res, 200, pageJson(page));
   };
 
-  const messages = async (
-    p: Principal,
-    threadId: string,
-    runId: string | undefined,
-    url: URL,
-    res: ServerResponse,
-  ) => {
+  const messages: ScopedHandler = async (p, threadId, runId, url, res) => {
     const pg = paging(url);
     if (viewOf(url) === 'chat') {
       const page = await h.chat(p, { threadId, runId, ...pg });
-      const cursor =
-        page.nextBeforeSeq !== undefined
-          ? `"next_before_seq":${page.nextBeforeSeq}`
-          : `"next_after_seq":${page.nextAfterSeq ?? 0}`;
       sendText(
         res,
         200,
-        `{"messages":[${page.messages.map(chatMessageJson).join(',')}],${cursor},"has_more":${page.hasMore}}`,
+        `{"messages":[${page.messages.map(chatMessageJson).join(',')}],${cursorJson(page)},"has_more":${page.hasMore}}`,
       );
       return;
     }
@@ -152,13 +148,7 @@ export function historyRoutes(o: HistoryRoutesOptions): HttpRoute[] {
     );
   };
 
-  const count = async (
-    p: Principal,
-    threadId: string,
-    runId: string | undefined,
-    url: URL,
-    res: ServerResponse,
-  ) => {
+  const count: ScopedHandler = async (p, threadId, runId, url, res) => {
     const n = await h.countMessages(
       p,
       threadId,
