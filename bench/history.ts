@@ -44,7 +44,7 @@ import {
   spawnBroker,
   startServers,
 } from '../test/helpers/stack.js';
-import { BROKER_STOP_GRACE_MS } from './lib/bench-broker.js';
+import { stopBrokerProcess } from './lib/bench-broker.js';
 import { waitForQuiet } from './lib/cpu.js';
 import {
   BIG_EVENTS,
@@ -553,16 +553,7 @@ async function startBroker(servers: Servers): Promise<RunningBroker> {
     earlyExits,
     async stop() {
       stopping = true;
-      if (proc.child.exitCode !== null || proc.child.signalCode !== null) return;
-      let timer: NodeJS.Timeout | undefined;
-      const graceful = await Promise.race([
-        proc.stop().then(() => true),
-        new Promise<boolean>((resolve) => {
-          timer = setTimeout(() => resolve(false), BROKER_STOP_GRACE_MS);
-        }),
-      ]);
-      clearTimeout(timer);
-      if (!graceful) await proc.kill();
+      await stopBrokerProcess(proc);
     },
   };
 }

@@ -3,7 +3,8 @@
 // streams with PERSISTED acks; the producer resends what was not acked, as a client must.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { type Event, IngestClient } from '../src/client/ingest-client.js';
+import { IngestClient } from '../src/client/ingest-client.js';
+import { tokenEvent } from './helpers/events.js';
 import {
   type BrokerProcess,
   brokerConfig,
@@ -23,14 +24,6 @@ test('kill -9 the broker twice while a producer streams PERSISTED: every acked e
   await using servers = await startServers();
   const config = brokerConfig(servers);
   const t = randomName('t-');
-  const ev = (i: number): Event => ({
-    thread_id: t,
-    run_id: 'run-1',
-    event_id: `e${i}`,
-    event_type: 'ai_chunk',
-    category: 'MESSAGE',
-    content_json: JSON.stringify({ i }),
-  });
 
   let broker: BrokerProcess = await spawnBroker(config);
   let up: Promise<void> = Promise.resolve();
@@ -49,7 +42,9 @@ test('kill -9 the broker twice while a producer streams PERSISTED: every acked e
         while (next < TOTAL) {
           while (inflight.length < WINDOW && sent < TOTAL) {
             const start = sent;
-            const batch = Array.from({ length: Math.min(BATCH, TOTAL - start) }, (_, k) => ev(start + k));
+            const batch = Array.from({ length: Math.min(BATCH, TOTAL - start) }, (_, k) =>
+              tokenEvent(t, start + k),
+            );
             inflight.push({
               start,
               done: stream.send(batch, 'PERSISTED').then((acks) => {

@@ -3,19 +3,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Event } from '../src/client/ingest-client.js';
+import { tokenEvent } from './helpers/events.js';
 import { expectGapFree, randomName, startStack, threadRows } from './helpers/stack.js';
 import { waitFor } from './helpers/wait.js';
-
-function ev(t: string, i: number): Event {
-  return {
-    thread_id: t,
-    run_id: 'run-1',
-    event_id: `e${i}`,
-    event_type: 'ai_chunk',
-    category: 'MESSAGE',
-    content_json: JSON.stringify({ i }),
-  };
-}
 
 /** Publishes events [from, to) in batches, retrying a failed batch with the same ids. */
 async function publishAll(
@@ -27,7 +17,7 @@ async function publishAll(
 ): Promise<number> {
   let failures = 0;
   for (let i = from; i < to; i += batchSize) {
-    const batch = Array.from({ length: Math.min(batchSize, to - i) }, (_, k) => ev(t, i + k));
+    const batch = Array.from({ length: Math.min(batchSize, to - i) }, (_, k) => tokenEvent(t, i + k));
     for (;;) {
       try {
         await publish(batch);

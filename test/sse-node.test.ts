@@ -6,7 +6,7 @@ import { createSecretKey } from 'node:crypto';
 import { after, before, test } from 'node:test';
 import { SignJWT } from 'jose';
 import { JwtAuthenticator } from '../src/auth/jwt.js';
-import type { Event } from '../src/client/ingest-client.js';
+import { tokenEvent } from './helpers/events.js';
 import { waitFor } from './helpers/index.js';
 import { type SseBlock, SseClient } from './helpers/sse-client.js';
 import { startSseNode } from './helpers/sse-node.js';
@@ -24,22 +24,11 @@ const range = (from: number, to: number) => Array.from({ length: to - from + 1 }
 const storedEvents = (c: SseClient) =>
   c.events.filter((b) => !('type' in (JSON.parse(b.data as string) as object)));
 const seqsOf = (blocks: SseBlock[]) => blocks.map((b) => Number(b.id));
-function chunk(t: string, i: number, extra: Partial<Event> = {}): Event {
-  return {
-    thread_id: t,
-    run_id: 'run-1',
-    event_id: `e${i}`,
-    event_type: 'ai_chunk',
-    category: 'MESSAGE',
-    content_json: JSON.stringify({ i }),
-    ...extra,
-  };
-}
 
 test('a client that disconnects frees its subscription and the thread feed', async () => {
   await using node = await startSseNode(stack);
   const t = randomName('t-');
-  await stack.client.publish([chunk(t, 1)], 'PERSISTED');
+  await stack.client.publish([tokenEvent(t, 1)], 'PERSISTED');
   const c = await SseClient.open(`${node.url}/v1/threads/${t}/stream`);
   await c.waitFor((b) => b.event === 'live');
   const other = await SseClient.open(`${node.url}/v1/threads/${t}/stream?live_only=true`);
@@ -88,7 +77,7 @@ test('a client that stops reading is cut off with an error naming the last seq, 
   const published = (async () => {
     for (let i = 0; i < N; i += 500) {
       await stack.client.publish(
-        range(i + 1, i + 500).map((k) => chunk(t, k, { content_json: JSON.stringify({ i: k, pad }) })),
+        range(i + 1, i + 500).map((k) => tokenEvent(t, k, { content_json: JSON.stringify({ i: k, pad }) })),
         'PERSISTED',
       );
     }
@@ -145,7 +134,7 @@ test('a token is required (401), must cover the thread (403), and may come as ac
   await using node = await startSseNode(stack, { auth });
   const a = randomName('ta-');
   const b = randomName('tb-');
-  await stack.client.publish([chunk(a, 1), chunk(b, 1)], 'PERSISTED');
+  await stack.client.publish([tokenEvent(a, 1), tokenEvent(b, 1)], 'PERSISTED');
   const forA = await token({ threads: [a] });
   const streamUrl = (t: string, q = '') => `${node.url}/v1/threads/${t}/stream${q}`;
 
@@ -186,7 +175,7 @@ test('a user-scoped token streams only its user’s events, and its cursor still
   await using node = await startSseNode(stack, { auth });
   const t = randomName('t-');
   await stack.client.publish(
-    range(1, 6).map((i) => chunk(t, i, { user_id: i % 2 === 0 ? 'alice' : 'bob' })),
+    range(1, 6).map((i) => tokenEvent(t, i, { user_id: i % 2 === 0 ? 'alice' : 'bob' })),
     'PERSISTED',
   );
   const alice = await token({ threads: [t], user_id: 'alice' });
@@ -200,7 +189,7 @@ test('a user-scoped token streams only its user’s events, and its cursor still
 test('the stream ends with a token_expired error naming the seq when the token expires', async () => {
   await using node = await startSseNode(stack, { auth });
   const t = randomName('t-');
-  await stack.client.publish([chunk(t, 1), chunk(t, 2)], 'PERSISTED');
+  await stack.client.publish([tokenEvent(t, 1), tokenEvent(t, 2)], 'PERSISTED');
   const shortLived = await token({ threads: [t] }, new Date(Date.now() + 2_000));
   const c = await SseClient.open(`${node.url}/v1/threads/${t}/stream`, {
     authorization: `Bearer ${shortLived}`,

@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { Event } from '../src/client/ingest-client.js';
+import { mixedBatch } from './helpers/events.js';
 import { type SseBlock, SseClient } from './helpers/sse-client.js';
 import { randomName, type Stack, startStack } from './helpers/stack.js';
 
@@ -15,21 +16,6 @@ after(async () => {
   await stack[Symbol.asyncDispose]();
 });
 
-const CATS = ['MESSAGE', 'TRACE', 'LIFECYCLE'] as const;
-const TYPES = ['ai_chunk', 'tool_call', 'llm_start'];
-
-/** Event i of a thread: runs a/b interleaved, categories and types cycling (never terminal). */
-function ev(t: string, i: number): Event {
-  return {
-    thread_id: t,
-    run_id: i % 3 === 0 ? 'run-b' : 'run-a',
-    event_id: `e${i}`,
-    event_type: TYPES[i % TYPES.length] as string,
-    category: CATS[i % 4 === 0 ? 2 : i % 2] as (typeof CATS)[number],
-    content_json: JSON.stringify({ i }),
-  };
-}
-const batch = (t: string, from: number, n: number) => Array.from({ length: n }, (_, k) => ev(t, from + k));
 const range = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, k) => from + k);
 const url = (t: string, query = '') => `${stack.httpUrl}/v1/threads/${t}/stream${query}`;
 /** Stored events (blocks whose data is an event, not a control frame). */
@@ -41,7 +27,7 @@ const iOf = (blocks: SseBlock[]) =>
 
 test('a stream catches up from Postgres, marks live, then delivers live events, as the history has them', async () => {
   const t = randomName('t-');
-  await stack.client.publish(batch(t, 1, 12), 'PERSISTED');
+  await stack.client.publish(mixedBatch(t, 1, 12), 'PERSISTED');
   const c = await SseClient.open(url(t));
   assert.equal(c.status, 200);
   assert.match(String(c.headers['content-type']), /^text\/event-stream/);
@@ -54,7 +40,7 @@ test('a stream catches up from Postgres, marks live, then delivers live events, 
   const catchUp = c.blocks.slice(0, c.blocks.indexOf(live)).filter((b) => b.data !== undefined);
   assert.deepEqual(seqsOf(catchUp), range(1, 12));
 
-  await stack.client.publish(batch(t, 13, 3), 'ACCEPTED');
+  await stack.client.publish(mixedBatch(t, 13, 3), 'ACCEPTED');
   await c.waitFor((b) => b.id === '15');
   const events = storedEvents(c);
   assert.deepEqual(seqsOf(events), range(1, 15));
@@ -71,7 +57,7 @@ test('a stream catches up from Postgres, marks live, then delivers live events, 
 
 test('Last-Event-ID resumes after that seq: exactly the rest, no duplicate, and it wins over the query cursor', async () => {
   const t = randomName('t-');
-  await stack.client.publish(batch(t, 1, 60), 'PERSISTED');
+  await stack.client.publish(mixedBatch(t, 1, 60), 'PERSISTED');
   const first = await SseClient.open(url(t));
   await first.waitFor((b) => b.id === '6');
   first.close();
@@ -80,7 +66,7 @@ test('Last-Event-ID resumes after that seq: exactly the rest, no duplicate, and 
   const got1 = seqsOf(storedEvents(first)).filter((s) => s <= resumeAt);
   assert.deepEqual(got1, range(1, resumeAt));
 
-  await stack.client.publish(batch(t, 61, 20), 'PERSISTED');
+  await stack.client.publish(mixedBatch(t, 61, 20), 'PERSISTED');
   // An EventSource reconnects with its original URL plus the header: the header is where it is.
   for (const query of ['', '?after_seq=2', '?live_only=true', '?from_offset=1']) {
     const again = await SseClient.open(url(t, query), { 'last-event-id': String(resumeAt) });
@@ -102,11 +88,11 @@ test('keep-alive comments arrive on a quiet stream; a filtered one moves its id 
     assert.deepEqual(k, { id: undefined, event: undefined, data: undefined, comments: ['keep-alive'] });
   quiet.close();
 
-  await stack.client.publish(batch(t, 1, 3), 'PERSISTED');
+  await stack.client.publish(mixedBatch(t, 1, 3), 'PERSISTED');
   const filtered = await SseClient.open(url(t, '?event_types=no_such_type'));
   const live = await filtered.waitFor((b) => b.event === 'live');
   assert.equal(live.id, '3');
-  await stack.client.publish(batch(t, 4, 5), 'PERSISTED');
+  await stack.client.publish(mixedBatch(t, 4, 5), 'PERSISTED');
   const moved = await filtered.waitFor((b) => b.id === '8');
   // An id with no data: the client's Last-Event-ID moves to 8 though it got no event.
   assert.deepEqual(moved, { id: '8', event: undefined, data: undefined, comments: ['keep-alive'] });
@@ -117,7 +103,7 @@ test('keep-alive comments arrive on a quiet stream; a filtered one moves its id 
 
 test('filters (run_id, categories, event_types) deliver exactly the matching events, and a filtered client resumes', async () => {
   const t = randomName('t-');
-  const all = batch(t, 1, 40);
+  const all = mixedBatch(t, 1, 40);
   await stack.client.publish(all, 'PERSISTED');
   const query = '?run_id=run-a&categories=message,trace&event_types=ai_chunk&event_types=llm_start';
   const pred = (e: Event) =>
@@ -138,7 +124,7 @@ test('filters (run_id, categories, event_types) deliver exactly the matching eve
   const fifth = Number(storedEvents(c)[4]?.id);
   c.close();
 
-  const more = batch(t, 41, 20);
+  const more = mixedBatch(t, 41, 20);
   await stack.client.publish(more, 'PERSISTED');
   const fromFifth = await SseClient.open(url(t, query), { 'last-event-id': String(fifth) });
   await fromFifth.waitFor((b) => b.event === 'live');
@@ -208,7 +194,7 @@ test('errors found before streaming are plain HTTP errors with the status of the
   const t = randomName('t-');
   // One request per event, so each has an offset of its own.
   const acks = [];
-  for (let i = 1; i <= 3; i++) acks.push(...(await stack.client.publish(batch(t, i, 1), 'PERSISTED')));
+  for (let i = 1; i <= 3; i++) acks.push(...(await stack.client.publish(mixedBatch(t, i, 1), 'PERSISTED')));
   const cases: [string, Record<string, string>, number, string, RegExp][] = [
     [url(t, '?after_seq=-1'), {}, 400, 'invalid_argument', /^after_seq/],
     [url(t, '?after_seq=x'), {}, 400, 'invalid_argument', /^after_seq/],

@@ -6,6 +6,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import type { Event } from '../src/client/ingest-client.js';
 import type { WireEvent } from '../src/client/ws-subscriber.js';
+import { mixedBatch } from './helpers/events.js';
 import { randomName, type Stack, startStack } from './helpers/stack.js';
 
 let stack: Stack;
@@ -16,28 +17,13 @@ after(async () => {
   await stack[Symbol.asyncDispose]();
 });
 
-const CATS = ['MESSAGE', 'TRACE', 'LIFECYCLE'] as const;
-const TYPES = ['ai_chunk', 'tool_call', 'llm_start'];
-
-/** Event i of a thread: runs a/b interleaved, categories and types cycling (never terminal). */
-function ev(t: string, i: number): Event {
-  return {
-    thread_id: t,
-    run_id: i % 3 === 0 ? 'run-b' : 'run-a',
-    event_id: `e${i}`,
-    event_type: TYPES[i % TYPES.length] as string,
-    category: CATS[i % 4 === 0 ? 2 : i % 2] as (typeof CATS)[number],
-    content_json: JSON.stringify({ i }),
-  };
-}
-const batch = (t: string, from: number, n: number) => Array.from({ length: n }, (_, k) => ev(t, from + k));
 const want = (evs: Event[], pred: (e: Event) => boolean) =>
   evs.filter(pred).map((e) => (JSON.parse(e.content_json as string) as { i: number }).i);
 const got = (evs: WireEvent[]) => evs.map((e) => (e.content as { i: number }).i);
 
 test('a filtered subscriber gets exactly the matching events, and resumes mid-stream without loss or repeat', async () => {
   const t = randomName('t-');
-  const all = batch(t, 1, 60);
+  const all = mixedBatch(t, 1, 60);
   await stack.client.publish(all.slice(0, 40), 'PERSISTED');
   const filter = {
     run_id: 'run-a',
@@ -69,7 +55,7 @@ test('a filtered subscriber gets exactly the matching events, and resumes mid-st
   );
 
   // Live events are filtered the same way.
-  const more = batch(t, 61, 30);
+  const more = mixedBatch(t, 61, 30);
   await stack.client.publish(more, 'PERSISTED');
   const unfiltered = await stack.ws();
   unfiltered.subscribe('u', t, 60);
@@ -103,11 +89,11 @@ test('bad filters are refused naming the field', async () => {
 
 test('live_only starts at the head: no history, then new events', async () => {
   const t = randomName('t-');
-  await stack.client.publish(batch(t, 1, 12), 'PERSISTED');
+  await stack.client.publish(mixedBatch(t, 1, 12), 'PERSISTED');
   const c = await stack.ws();
   c.sendRaw({ type: 'subscribe', id: 'l', thread_id: t, live_only: true });
   assert.deepEqual(await c.waitFor((f) => f.type === 'live'), { type: 'live', id: 'l', seq: 12 });
-  await stack.client.publish(batch(t, 13, 3), 'ACCEPTED');
+  await stack.client.publish(mixedBatch(t, 13, 3), 'ACCEPTED');
   await c.waitFor((f) => f.type === 'event' && f.event.seq === 15);
   assert.deepEqual(
     c.events('l').map((e) => e.seq),
@@ -119,7 +105,7 @@ test('from_offset replays from a JetStream offset; past retention it says to use
   const t = randomName('t-');
   const other = randomName('t-');
   const acks = await stack.client.publish(
-    [...batch(t, 1, 5), ...batch(other, 1, 3), ...batch(t, 6, 5)],
+    [...mixedBatch(t, 1, 5), ...mixedBatch(other, 1, 3), ...mixedBatch(t, 6, 5)],
     'PERSISTED',
   );
   const offsetOf = (i: number) => (acks[i] as { offset: number }).offset;

@@ -18,7 +18,7 @@ import type { LoopDelaySecond } from './broker-probe.js';
 const PROBE_URL = new URL('./broker-probe.js', import.meta.url).href;
 
 /** How long a broker gets to shut down gracefully before it is killed. */
-export const BROKER_STOP_GRACE_MS = 15_000;
+const BROKER_STOP_GRACE_MS = 15_000;
 /** Broker log lines kept for the report (warnings and errors only). */
 const KEPT_LOG_LINES = 20;
 const WARN_LEVEL = 40;
@@ -107,7 +107,7 @@ export async function startBenchBroker(servers: Servers, o: BenchBrokerOptions):
     stopped ??= (async () => {
       stopping = true;
       // Intake first, as in a rolling restart: the front process, then the persister.
-      for (const m of members) await stopMember(m.proc);
+      for (const m of members) await stopBrokerProcess(m.proc);
       const delays: Record<string, LoopDelaySecond[]> = {};
       for (const m of members) {
         if (existsSync(m.probeFile)) delays[m.name] = JSON.parse(readFileSync(m.probeFile, 'utf8'));
@@ -147,7 +147,8 @@ export async function startBenchBroker(servers: Servers, o: BenchBrokerOptions):
   };
 }
 
-async function stopMember(proc: BrokerProcess): Promise<void> {
+/** Stops a broker process gracefully, or kills it if it has not exited after {@link BROKER_STOP_GRACE_MS}. */
+export async function stopBrokerProcess(proc: BrokerProcess): Promise<void> {
   if (proc.child.exitCode !== null || proc.child.signalCode !== null) return;
   let timer: NodeJS.Timeout | undefined;
   const graceful = await Promise.race([

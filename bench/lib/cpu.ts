@@ -5,7 +5,8 @@
  * machine ("other": concurrent jobs that make a 2-core box noisy). Elsewhere than Linux
  * it reports nothing.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
+import { readProcStats } from '../../test/helpers/proc.js';
 
 /** USER_HZ: the unit of utime/stime in /proc (100 on every Linux this runs on). */
 const TICK_MS = 10;
@@ -21,19 +22,9 @@ interface Proc {
 
 function readProcs(): Map<number, Proc> {
   const procs = new Map<number, Proc>();
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    let stat: string;
-    try {
-      stat = readFileSync(`/proc/${name}/stat`, 'utf8');
-    } catch {
-      continue; // exited meanwhile
-    }
-    const close = stat.lastIndexOf(')');
-    const comm = stat.slice(stat.indexOf('(') + 1, close);
-    const f = stat.slice(close + 2).split(' ');
+  for (const { pid, comm, fields: f } of readProcStats()) {
     // After "pid (comm) ": state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
-    procs.set(Number(name), { ppid: Number(f[1]), comm, ticks: Number(f[11]) + Number(f[12]) });
+    procs.set(pid, { ppid: Number(f[1]), comm, ticks: Number(f[11]) + Number(f[12]) });
   }
   return procs;
 }

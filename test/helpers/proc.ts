@@ -170,21 +170,41 @@ export function groupMembers(pgid: number): number[] {
     }
   }
   const members: number[] = [];
+  for (const { pid, fields } of readProcStats()) {
+    const state = fields[0];
+    const pgrp = Number(fields[2]);
+    if (pgrp === pgid && state !== 'Z' && state !== 'X') members.push(pid);
+  }
+  return members;
+}
+
+/** A process's /proc/<pid>/stat: its command name and the fields after it (state ppid pgrp ...). */
+export interface ProcStat {
+  readonly pid: number;
+  readonly comm: string;
+  readonly fields: readonly string[];
+}
+
+/** /proc/<pid>/stat of every process (Linux only); a process that exits meanwhile is skipped. */
+export function readProcStats(): ProcStat[] {
+  const stats: ProcStat[] = [];
   for (const name of readdirSync('/proc')) {
     if (!/^\d+$/.test(name)) continue;
     let stat: string;
     try {
       stat = readFileSync(`/proc/${name}/stat`, 'utf8');
     } catch {
-      continue;
+      continue; // exited meanwhile
     }
     // pid (comm) state ppid pgrp ...  — comm may contain spaces/parens, so split after the last ')'.
-    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const state = rest[0];
-    const pgrp = Number(rest[2]);
-    if (pgrp === pgid && state !== 'Z' && state !== 'X') members.push(Number(name));
+    const close = stat.lastIndexOf(')');
+    stats.push({
+      pid: Number(name),
+      comm: stat.slice(stat.indexOf('(') + 1, close),
+      fields: stat.slice(close + 2).split(' '),
+    });
   }
-  return members;
+  return stats;
 }
 
 /** Wait until the child itself has exited (keeps the event loop alive meanwhile). */
