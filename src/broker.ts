@@ -206,6 +206,7 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
       host: config.host,
       port: config.grpcPort,
       maxMessageBytes: config.maxGrpcMessageBytes,
+      log: log.child({ stage: 'grpc' }),
     });
     if (config.roles.has('ingest')) {
       // Receipt subscriptions linger, so a thread that publishes request after request keeps its

@@ -19,6 +19,9 @@ async function main(): Promise<void> {
     throw err;
   }
   const log = createLogger(config.logLevel);
+  // A promise nobody awaited is a bug to fix, not a reason to drop every connection: log it.
+  // (An uncaught exception still ends the process: its state is unknown.)
+  process.on('unhandledRejection', (err: unknown) => log.error({ err }, 'unhandled promise rejection'));
   const broker = await startBroker(config, log);
 
   let signals = 0;

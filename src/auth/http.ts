@@ -31,6 +31,7 @@ export function requireCancel(principal: Principal, threadId: string): void {
 }
 
 const REASONS: Readonly<Record<number, string>> = {
+  400: 'Bad Request',
   401: 'Unauthorized',
   403: 'Forbidden',
   404: 'Not Found',

@@ -6,6 +6,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import type { Metadata } from '@grpc/grpc-js';
+import { requestUrl } from '../http/util.js';
 
 export interface Principal {
   /** Token subject; undefined when the broker runs open. */
@@ -51,7 +52,7 @@ export const OPEN_AUTHENTICATOR: Authenticator = Object.freeze({
 export function bearerFromHttp(req: IncomingMessage, url?: URL): string | undefined {
   const fromHeader = bearerToken(req.headers.authorization);
   if (fromHeader !== undefined) return fromHeader;
-  return (url ?? new URL(req.url ?? '/', 'http://localhost')).searchParams.get('access_token') ?? undefined;
+  return (url ?? requestUrl(req)).searchParams.get('access_token') ?? undefined;
 }
 
 /** A bearer token from gRPC metadata (`authorization: Bearer …`). */

@@ -10,6 +10,7 @@ import { InvalidArgumentError } from '../errors.js';
 import type { HttpRoute } from '../http/util.js';
 import { sendError, sendJson } from '../http/util.js';
 import type { RunControl } from '../ingest/control.js';
+import { pathId } from './sse-params.js';
 
 export const CANCEL_PATH_PATTERN = /^\/v1\/threads\/([^/]+)\/runs\/([^/]+)\/cancel$/;
 /** A cancel body holds a reason of at most 1024 characters; anything much bigger is not one. */
@@ -26,11 +27,13 @@ export function cancelRoute(o: CancelRouteOptions): HttpRoute {
     pattern: CANCEL_PATH_PATTERN,
     async handle(req, res, match, url) {
       try {
+        const threadId = pathId(match[1], 'thread_id');
+        const runId = pathId(match[2], 'run_id');
         const principal = await o.auth.authenticate(bearerFromHttp(req, url));
         const body = await readJsonBody(req);
         const receipt = await o.control.requestCancel({
-          threadId: decodeURIComponent(match[1] as string),
-          runId: decodeURIComponent(match[2] as string),
+          threadId,
+          runId,
           reason: body.reason === undefined ? '' : (body.reason as string),
           source: 'http',
           principal,

@@ -1,35 +1,28 @@
 /**
- * The HTTP port: WebSocket upgrades on `/v1/ws`, the history read endpoint, and
- * health/readiness probes.
+ * The HTTP port: WebSocket upgrades on `/v1/ws`, the routes of other modules (History, SSE,
+ * cancel), and health/readiness probes.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type pg from 'pg';
 import { WebSocketServer } from 'ws';
-import { authenticateHttp, rejectUpgrade, requireRead } from '../auth/http.js';
+import { authenticateHttp, rejectUpgrade } from '../auth/http.js';
 import { OriginPolicy } from '../auth/origin.js';
 import type { Authenticator, Principal } from '../auth/principal.js';
-import { scopedFilter } from '../auth/scope.js';
 import { DEFAULT_WS_MAX_CONNECTIONS } from '../config.js';
-import { InvalidArgumentError, OriginNotAllowedError } from '../errors.js';
-import { eventJson } from '../event.js';
-import { type HttpRoute, intParam, sendError, sendJson } from '../http/util.js';
+import { ErrorCode, OriginNotAllowedError, RunstreamError, toRunstreamError } from '../errors.js';
+import { type HttpRoute, requestUrl, sendError, sendJson } from '../http/util.js';
 import type { RunControl } from '../ingest/control.js';
-import { ID_PATTERN } from '../ingest/validate.js';
 import type { CommittedEvent } from '../log/announcements.js';
 import type { DeletionNotice } from '../log/deletion-notices.js';
 import type { ThreadFeeds } from '../log/thread-feed.js';
 import type { Logger } from '../logger.js';
-import { headSeq, listEventsAfter, listEventsPage } from '../persist/queries.js';
 import { CLOSE_TRY_AGAIN_LATER, Connection } from './connection.js';
-import { NO_FILTER } from './filter.js';
 import { errorFrame } from './frames.js';
 import type { LogBounds } from './subscription.js';
 
 export const WS_PATH = '/v1/ws';
-export const DEFAULT_PAGE_LIMIT = 100;
-export const MAX_PAGE_LIMIT = 1000;
 
 export interface HttpServerOptions {
   readonly host: string;
@@ -75,10 +68,13 @@ export class HttpServer implements AsyncDisposable {
   constructor(o: HttpServerOptions) {
     this.#o = o;
     this.#origins = new OriginPolicy(o.allowedOrigins);
+    // The one guard of the HTTP port: whatever a route throws is answered (400 for bad
+    // input, 500 otherwise) and logged, never thrown into the event loop.
     this.#server = createServer((req, res) => {
       this.#route(req, res).catch((err: unknown) => {
-        o.log.error({ err }, 'http handler failed');
-        if (!res.headersSent) sendJson(res, 500, { error: { code: 'internal', message: 'internal error' } });
+        const e = toRunstreamError(err);
+        if (e.httpStatus >= 500) o.log.error({ err, url: req.url?.slice(0, 200) }, 'http handler failed');
+        sendError(res, e);
       });
     });
     this.#wss = new WebSocketServer({
@@ -87,32 +83,47 @@ export class HttpServer implements AsyncDisposable {
       maxPayload: o.maxPayloadBytes,
     });
     this.#server.on('upgrade', (req, socket, head) => {
-      const url = new URL(req.url ?? '/', 'http://localhost');
-      if (url.pathname !== WS_PATH || !o.feeds || this.#closed) {
-        socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n');
-        return;
-      }
-      // A peer that resets while its token is being verified must not crash the process.
+      // A peer that resets mid-upgrade must not crash the process; nor may anything below.
       const onSocketError = (): void => {
         socket.destroy();
       };
       socket.on('error', onSocketError);
-      this.#admit(req, url).then(
-        (principal) => {
-          socket.off('error', onSocketError);
-          if (this.#closed || socket.destroyed) {
-            socket.destroy();
-            return;
-          }
-          this.#upgrade(req, socket, head, principal);
-        },
-        (err: unknown) => {
-          socket.off('error', onSocketError);
-          o.log.debug({ err }, 'websocket upgrade refused');
-          rejectUpgrade(socket, err);
-        },
-      );
+      try {
+        this.#onUpgrade(req, socket, head, onSocketError);
+      } catch (err) {
+        socket.off('error', onSocketError);
+        const e = toRunstreamError(err);
+        if (e.httpStatus >= 500) o.log.error({ err }, 'websocket upgrade failed');
+        rejectUpgrade(socket, e);
+      }
     });
+  }
+
+  #onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, onSocketError: () => void): void {
+    const url = requestUrl(req);
+    if (url.pathname !== WS_PATH || !this.#o.feeds || this.#closed) {
+      socket.off('error', onSocketError);
+      rejectUpgrade(
+        socket,
+        new RunstreamError(ErrorCode.NotFound, `no WebSocket endpoint at ${url.pathname}`),
+      );
+      return;
+    }
+    this.#admit(req, url).then(
+      (principal) => {
+        socket.off('error', onSocketError);
+        if (this.#closed || socket.destroyed) {
+          socket.destroy();
+          return;
+        }
+        this.#upgrade(req, socket, head, principal);
+      },
+      (err: unknown) => {
+        socket.off('error', onSocketError);
+        this.#o.log.debug({ err }, 'websocket upgrade refused');
+        rejectUpgrade(socket, err);
+      },
+    );
   }
 
   /** Origin, then token: refused before the handshake with 403 or 401. */
@@ -178,7 +189,7 @@ export class HttpServer implements AsyncDisposable {
   }
 
   async #route(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const url = new URL(req.url ?? '/', 'http://localhost');
+    const url = requestUrl(req);
     if (url.pathname === '/healthz') return sendJson(res, 200, { status: 'ok' });
     if (url.pathname === '/readyz') {
       const ready = !this.#closed && (await this.#o.ready().catch(() => false));
@@ -193,41 +204,7 @@ export class HttpServer implements AsyncDisposable {
       const match = route.pattern.exec(url.pathname);
       if (match && route.method === req.method) return route.handle(req, res, match, url);
     }
-    const m = /^\/v1\/threads\/([^/]+)\/events$/.exec(url.pathname);
-    if (m && req.method === 'GET') return this.#listEvents(decodeURIComponent(m[1] as string), url, req, res);
-    if (m)
-      return sendJson(res, 405, {
-        error: { code: 'method_not_allowed', message: `${req.method} not allowed` },
-      });
     sendJson(res, 404, { error: { code: 'not_found', message: `no route for ${url.pathname}` } });
-  }
-
-  async #listEvents(threadId: string, url: URL, req: IncomingMessage, res: ServerResponse): Promise<void> {
-    try {
-      const principal = await authenticateHttp(this.#o.auth, req, url);
-      if (!ID_PATTERN.test(threadId))
-        throw new InvalidArgumentError('thread_id', 'must match [A-Za-z0-9_-]{1,128}');
-      requireRead(principal, threadId);
-      const afterSeq = intParam(url, 'after_seq', 0, 0, Number.MAX_SAFE_INTEGER);
-      const limit = intParam(url, 'limit', DEFAULT_PAGE_LIMIT, 1, MAX_PAGE_LIMIT);
-      const filter = scopedFilter(NO_FILTER, principal);
-      let events: Awaited<ReturnType<typeof listEventsAfter>>;
-      let next: number;
-      if (filter === NO_FILTER) {
-        events = await listEventsAfter(this.#o.pool, threadId, afterSeq, limit);
-        next = events.length > 0 ? (events[events.length - 1]?.seq ?? afterSeq) : afterSeq;
-      } else {
-        // A user-scoped read skips other users' events; next_after_seq still covers what was skipped.
-        const upto = await headSeq(this.#o.pool, threadId);
-        events = await listEventsPage(this.#o.pool, { threadId, afterSeq, uptoSeq: upto, filter, limit });
-        next =
-          events.length === limit ? (events[events.length - 1]?.seq ?? afterSeq) : Math.max(afterSeq, upto);
-      }
-      const body = `{"events":[${events.map(eventJson).join(',')}],"next_after_seq":${next}}`;
-      res.writeHead(200, { 'content-type': 'application/json; charset=utf-8' }).end(body);
-    } catch (err) {
-      sendError(res, err);
-    }
   }
 
   /** Stops accepting, tells every WebSocket client, and closes. */

@@ -1,16 +1,107 @@
 /**
  * The gRPC port, shared by every stage that serves gRPC (Ingest, Subscriber, History):
  * each registers its service here; health checking and reflection cover them all.
+ *
+ * It is also the port's one guard. A request message that does not decode is refused with
+ * INVALID_ARGUMENT (grpc-js would answer INTERNAL), and a handler that throws, or returns a
+ * promise that rejects, ends its call with INTERNAL and a log line, never in the event loop.
  */
 import * as grpc from '@grpc/grpc-js';
 import { ReflectionService } from '@grpc/reflection';
 import { HealthImplementation } from 'grpc-health-check';
+import type { Logger } from '../logger.js';
 import { loadProto } from '../proto.js';
+
+/** A request message that could not be decoded, handed on (instead of a throw) to be refused. */
+class MalformedMessage {
+  constructor(readonly reason: string) {}
+}
+
+/** A deserializer that returns a {@link MalformedMessage} where the original throws. */
+function tolerant(deserialize: grpc.deserialize<unknown>): grpc.deserialize<unknown> {
+  return (bytes) => {
+    try {
+      return deserialize(bytes);
+    } catch (err) {
+      return new MalformedMessage(err instanceof Error ? err.message : String(err));
+    }
+  };
+}
+
+/** Ends a call whose request message is a {@link MalformedMessage}, before any handler sees it. */
+const refuseMalformed: grpc.ServerInterceptor = (method, call) =>
+  new grpc.ServerInterceptingCall(call, {
+    start: (next) =>
+      next({
+        onReceiveMessage: (message, pass) => {
+          if (!(message instanceof MalformedMessage)) return pass(message);
+          const metadata = new grpc.Metadata();
+          metadata.set('rs-error-code', 'RS_ERR_INVALID_ARGUMENT');
+          call.sendStatus({
+            code: grpc.status.INVALID_ARGUMENT,
+            details: `request message: not a valid ${method.path} request (${message.reason})`,
+            metadata,
+          });
+        },
+      }),
+  });
+
+/** A grpc-js server whose every service, ours or a library's, gets the guards above. */
+class GuardedServer extends grpc.Server {
+  constructor(
+    options: grpc.ServerOptions,
+    private readonly log: Logger | undefined,
+  ) {
+    super({ ...options, interceptors: [refuseMalformed, ...(options.interceptors ?? [])] });
+  }
+
+  override addService(
+    service: grpc.ServiceDefinition,
+    implementation: grpc.UntypedServiceImplementation,
+  ): void {
+    const guardedService: Record<string, grpc.MethodDefinition<unknown, unknown>> = {};
+    const guardedHandlers: grpc.UntypedServiceImplementation = {};
+    for (const [name, def] of Object.entries(service)) {
+      guardedService[name] = {
+        ...(def as grpc.MethodDefinition<unknown, unknown>),
+        requestDeserialize: tolerant(def.requestDeserialize),
+      };
+      const handler = implementation[name] ?? implementation[def.originalName ?? name];
+      if (handler) guardedHandlers[name] = this.#guard(def.path, handler as CallableFunction);
+    }
+    super.addService(guardedService, guardedHandlers);
+  }
+
+  /** The handler, with whatever it throws (or rejects with) turned into an INTERNAL status. */
+  #guard(path: string, handler: CallableFunction): grpc.UntypedHandleCall {
+    const log = this.log;
+    const fail = (err: unknown, call: Record<string, unknown>, callback: unknown): void => {
+      log?.error({ err, method: path }, 'grpc handler threw');
+      const status = { code: grpc.status.INTERNAL, details: 'internal error' };
+      try {
+        if (typeof callback === 'function') callback(status);
+        else (call as unknown as grpc.ServerWritableStream<unknown, unknown>).emit('error', status);
+      } catch (again) {
+        log?.error({ err: again, method: path }, 'could not end a failed grpc call');
+      }
+    };
+    return ((call: Record<string, unknown>, callback?: unknown) => {
+      try {
+        const result: unknown = handler(call, callback);
+        if (result instanceof Promise) result.catch((err: unknown) => fail(err, call, callback));
+      } catch (err) {
+        fail(err, call, callback);
+      }
+    }) as unknown as grpc.UntypedHandleCall;
+  }
+}
 
 export interface GrpcServerOptions {
   readonly host: string;
   readonly port: number;
   readonly maxMessageBytes: number;
+  /** Where a handler that threw is reported. */
+  readonly log?: Logger;
 }
 
 export class GrpcServer implements AsyncDisposable {
@@ -23,13 +114,16 @@ export class GrpcServer implements AsyncDisposable {
 
   constructor(o: GrpcServerOptions) {
     this.#o = o;
-    this.server = new grpc.Server({
-      'grpc.max_receive_message_length': o.maxMessageBytes,
-      'grpc.keepalive_time_ms': 30_000,
-      'grpc.keepalive_timeout_ms': 10_000,
-      'grpc.keepalive_permit_without_calls': 1,
-      'grpc.http2.min_ping_interval_without_data_ms': 5_000,
-    });
+    this.server = new GuardedServer(
+      {
+        'grpc.max_receive_message_length': o.maxMessageBytes,
+        'grpc.keepalive_time_ms': 30_000,
+        'grpc.keepalive_timeout_ms': 10_000,
+        'grpc.keepalive_permit_without_calls': 1,
+        'grpc.http2.min_ping_interval_without_data_ms': 5_000,
+      },
+      o.log,
+    );
     this.#health = new HealthImplementation({ '': 'SERVING' });
     this.#health.addToServer(this.server);
     new ReflectionService(loadProto().packageDefinition).addToServer(this.server);

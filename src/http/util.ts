@@ -1,5 +1,5 @@
 /** Small helpers shared by every HTTP route. */
-import type { ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { InvalidArgumentError, toRunstreamError } from '../errors.js';
 
 /** A route on the HTTP port. The first route whose method and pattern match handles the request. */
@@ -37,4 +37,42 @@ export function intParam(url: URL, name: string, fallback: number, min: number, 
     throw new InvalidArgumentError(name, `must be an integer in [${min}, ${max}]`);
   }
   return n;
+}
+
+/** Longest request target quoted back in an error message. */
+const QUOTED_TARGET_CHARS = 200;
+
+/** A path of RFC 3986 characters: unreserved, sub-delims, `:`, `@`, `/`, and well-formed `%XX`. */
+const PATH_PATTERN = /^(?:[A-Za-z0-9\-._~!$&'()*+,;=:@/]|%[0-9A-Fa-f]{2})*$/;
+
+/**
+ * The request's target as a URL on a fixed origin. An origin-form target (`/path?query`) is
+ * appended to the origin, never resolved against it, so `//host/x` stays the path
+ * `//host/x` (resolved, `host` would become an authority, and `//[` throws). An
+ * absolute-form target (sent to proxies) keeps only its path and query. A path holding a
+ * character RFC 3986 does not allow there (`[`, `{`, a space, a bare `%`) is refused.
+ * @throws InvalidArgumentError (400) naming the request target.
+ */
+export function requestUrl(req: Pick<IncomingMessage, 'url'>): URL {
+  const target = req.url ?? '/';
+  const bad = (): InvalidArgumentError =>
+    new InvalidArgumentError(
+      'request target',
+      `${JSON.stringify(target.slice(0, QUOTED_TARGET_CHARS))} is not a valid path`,
+    );
+  let url: URL;
+  try {
+    if (target.startsWith('/')) url = new URL(`http://localhost${target}`);
+    else {
+      const absolute = new URL(target);
+      if (absolute.protocol !== 'http:' && absolute.protocol !== 'https:') throw bad();
+      url = new URL(`http://localhost${absolute.pathname}${absolute.search}`);
+    }
+  } catch {
+    throw bad();
+  }
+  const end = target.search(/[?#]/);
+  const path = target.startsWith('/') ? (end < 0 ? target : target.slice(0, end)) : url.pathname;
+  if (!PATH_PATTERN.test(path)) throw bad();
+  return url;
 }

@@ -1,7 +1,7 @@
 /** Read queries over the event log. Always parameterised; seq cursors only. */
 import type pg from 'pg';
 import { CATEGORY_NUMBER, categoryName, type StoredEvent } from '../event.js';
-import { type EventFilter, NO_FILTER } from '../fanout/filter.js';
+import type { EventFilter } from '../fanout/filter.js';
 import { TERMINAL_EVENT_TYPES } from '../run-lifecycle.js';
 
 interface EventRow {
@@ -36,16 +36,6 @@ function toStored(r: EventRow): StoredEvent {
     content_json: r.content,
     metadata_json: r.metadata,
   };
-}
-
-/** Events of a thread with seq > afterSeq, ascending, at most `limit`. */
-export async function listEventsAfter(
-  db: pg.Pool | pg.ClientBase,
-  threadId: string,
-  afterSeq: number,
-  limit: number,
-): Promise<StoredEvent[]> {
-  return listEventsPage(db, { threadId, afterSeq, filter: NO_FILTER, limit });
 }
 
 export interface PageQuery {
