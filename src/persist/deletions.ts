@@ -12,6 +12,7 @@
  */
 import type pg from 'pg';
 import { PermissionDeniedError } from '../errors.js';
+import { withClient } from './pool-client.js';
 
 const LOCK_SQL = 'SELECT pg_advisory_xact_lock(hashtextextended($1, 0))';
 
@@ -47,9 +48,8 @@ export interface DeletedRows {
  * thread's advisory lock. With a user scope, a thread (run) that holds another user's
  * events is refused whole (PermissionDeniedError) and nothing is deleted.
  */
-export async function deleteRows(pool: pg.Pool, q: DeleteRowsQuery): Promise<DeletedRows> {
-  const client = await pool.connect();
-  try {
+export function deleteRows(pool: pg.Pool, q: DeleteRowsQuery): Promise<DeletedRows> {
+  return withClient(pool, async (client) => {
     await client.query('BEGIN');
     try {
       await client.query({ name: 'rs_lock', text: LOCK_SQL, values: [q.threadId] });
@@ -135,7 +135,5 @@ export async function deleteRows(pool: pg.Pool, q: DeleteRowsQuery): Promise<Del
       await client.query('ROLLBACK').catch(() => undefined);
       throw err;
     }
-  } finally {
-    client.release();
-  }
+  });
 }

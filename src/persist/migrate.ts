@@ -6,6 +6,7 @@ import { readdir, readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import type { Logger } from '../logger.js';
+import { withClient } from './pool-client.js';
 
 export const MIGRATIONS_DIR = fileURLToPath(new URL('../../../sql/migrations/', import.meta.url));
 /** Arbitrary constant key of the migration lock ("rs-migr" in ASCII). */
@@ -13,9 +14,8 @@ export const MIGRATION_LOCK_KEY = '8319675174349940338';
 
 export async function migrate(pool: pg.Pool, log: Logger, dir: string = MIGRATIONS_DIR): Promise<number> {
   const files = (await readdir(dir)).filter((f) => /^\d{4}_[\w-]+\.sql$/.test(f)).sort();
-  const client = await pool.connect();
-  let applied = 0;
-  try {
+  return withClient(pool, async (client) => {
+    let applied = 0;
     await client.query('SELECT pg_advisory_lock($1::bigint)', [MIGRATION_LOCK_KEY]);
     try {
       await client.query(
@@ -48,8 +48,6 @@ export async function migrate(pool: pg.Pool, log: Logger, dir: string = MIGRATIO
     } finally {
       await client.query('SELECT pg_advisory_unlock($1::bigint)', [MIGRATION_LOCK_KEY]);
     }
-  } finally {
-    client.release();
-  }
-  return applied;
+    return applied;
+  });
 }

@@ -25,6 +25,7 @@ import type { Subjects } from '../log/subjects.js';
 import type { Logger } from '../logger.js';
 import { storeBatch } from './batch-assigner.js';
 import { readCheckpoint, saveCheckpoint } from './checkpoint.js';
+import { withClient } from './pool-client.js';
 import type { PendingEvent, ThreadBatchResult } from './seq-assigner.js';
 
 export const RETRY_BASE_MS = 100;
@@ -216,11 +217,8 @@ export class Persister implements AsyncDisposable {
       total += g.events.length;
     }
     for (let n = 0; ; n++) {
-      let client: pg.PoolClient | undefined;
       try {
-        client = await this.#o.pool.connect();
-        const results = await storeBatch(client, events);
-        client.release();
+        const results = await withClient(this.#o.pool, (client) => storeBatch(client, events));
         for (const [threadId, g] of groups) {
           const result = results.get(threadId) as ThreadBatchResult;
           this.storedCount += result.inserted.length;
@@ -229,7 +227,6 @@ export class Persister implements AsyncDisposable {
         }
         return true;
       } catch (err) {
-        client?.release(err as Error); // a broken connection must not go back to the pool
         if (this.#closed) return false;
         const delay = Math.min(RETRY_MAX_MS, RETRY_BASE_MS * 2 ** Math.min(n, 10));
         this.#o.log.warn(

@@ -41,8 +41,13 @@ export interface PostgresHandle extends AsyncDisposable {
   stop(): Promise<void>;
   /** SIGKILL the postmaster and all its children (crash simulation). */
   kill(): Promise<void>;
-  /** Start again on the same port and data dir; resolves once it accepts queries. */
-  restart(): Promise<void>;
+  /**
+   * Stop, then start again on the same port and data dir; resolves once it accepts
+   * queries. `fast` (the default, `pg_ctl -m fast`: SIGINT) rolls back and disconnects
+   * clients; `immediate` (`-m immediate`: SIGQUIT) ends every backend at once and recovers
+   * from the WAL at start.
+   */
+  restart(mode?: 'fast' | 'immediate'): Promise<void>;
   /** Another fresh, empty database on this server; returns its URL. */
   createDatabase(): Promise<string>;
 }
@@ -322,11 +327,12 @@ export async function startPostgres(opts: StartPostgresOptions = {}): Promise<Po
     timings.startMs.push(performance.now() - t0);
   };
 
-  const stop = async (): Promise<void> => {
+  const stop = async (mode: 'fast' | 'immediate' = 'fast'): Promise<void> => {
     const r = proc;
     if (!r) return;
-    // SIGINT = "fast" shutdown (SIGTERM would be "smart" and wait for every client to disconnect).
-    await terminate(r, 'SIGINT', STOP_GRACE_MS);
+    // SIGINT = "fast" shutdown (SIGTERM would be "smart" and wait for every client to
+    // disconnect); SIGQUIT = "immediate".
+    await terminate(r, mode === 'fast' ? 'SIGINT' : 'SIGQUIT', STOP_GRACE_MS);
     proc = undefined;
   };
 
@@ -364,16 +370,16 @@ export async function startPostgres(opts: StartPostgresOptions = {}): Promise<Po
       return port;
     },
     external: false,
-    stop,
+    stop: () => stop(),
     async kill() {
       const r = proc;
       if (!r) return;
       await killGroup(r); // postmaster + every backend/aux process, so a restart finds no live holder
       proc = undefined;
     },
-    async restart() {
+    async restart(mode: 'fast' | 'immediate' = 'fast') {
       if (disposed) throw new Error('postgres handle already disposed');
-      await stop();
+      await stop(mode);
       // After kill() a stale postmaster.pid remains; postgres removes it itself since that pid is dead and
       // killGroup() made sure no backend still holds the old shared memory segment.
       await launch();
