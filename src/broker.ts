@@ -44,6 +44,8 @@ export interface Broker extends AsyncDisposable {
   readonly persister: Persister | undefined;
   /** gRPC `Subscriber` service (fan-out role), for its open-call count. */
   readonly grpcSubscriber: GrpcSubscribeService | undefined;
+  /** Threads this node holds a NATS subscription for on behalf of subscribers (events and deletions). */
+  feedCount(): number;
   close(): Promise<void>;
 }
 
@@ -268,6 +270,7 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
       httpPort: http.port,
       persister,
       grpcSubscriber: subscriber,
+      feedCount: () => (feeds?.size ?? 0) + (deletions?.size ?? 0),
       close,
       [Symbol.asyncDispose]: close,
     };

@@ -168,13 +168,16 @@ export class Subscription {
   /** Runs catch-up and switches to live; reports failures to the client as an error frame. */
   async start(): Promise<void> {
     try {
-      this.#unlisten = await this.#o.feeds.listen(this.threadId, (events) => this.#onLive(events));
-      if (this.#closed) return this.close();
+      const unlisten = await this.#o.feeds.listen(this.threadId, (events) => this.#onLive(events));
+      // Closed while the feed was registering: close() found nothing to remove, so remove it here.
+      if (this.#closed) return unlisten();
+      this.#unlisten = unlisten;
       if (this.#o.deletions) {
-        this.#unlistenDeletions = await this.#o.deletions.listen(this.threadId, (n) =>
+        const unlistenDeletions = await this.#o.deletions.listen(this.threadId, (n) =>
           this.deleted(n.run_id),
         );
-        if (this.#closed) return this.close();
+        if (this.#closed) return unlistenDeletions();
+        this.#unlistenDeletions = unlistenDeletions;
       }
       await this.#resolveStart();
       this.#repairing = true;
