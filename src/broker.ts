@@ -21,8 +21,9 @@ import { ControlFeeds, RunControl } from './ingest/control.js';
 import { PersistWaiter } from './ingest/persist-waiter.js';
 import { IngestService } from './ingest/server.js';
 import { type CommittedEvent, decodeEvents, decodeReceipts } from './log/announcements.js';
-import { connectNats } from './log/connection.js';
+import { connectNats, maxBodyBytes } from './log/connection.js';
 import { type DeletionNotice, decodeDeletion } from './log/deletion-notices.js';
+import { LOG_EVENT_OVERHEAD_BYTES, LOG_MESSAGE_OVERHEAD_BYTES } from './log/log-batch.js';
 import { LogPublisher } from './log/publisher.js';
 import { ensureLogStream } from './log/streams.js';
 import { Subjects } from './log/subjects.js';
@@ -76,6 +77,7 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
     closers.push(async () => {
       await nc.drain().catch(() => nc.close());
     });
+    checkEventsFitTheLog(config, maxBodyBytes(nc));
     const jsm = await jetstreamManager(nc);
     const js = jetstream(nc);
     const subjects = new Subjects(config.subjectPrefix);
@@ -223,7 +225,12 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
       new IngestService({
         publisher: new LogPublisher(nc, subjects),
         waiter: new PersistWaiter(receipts, pool, config.persistedAckTimeoutMs),
-        limits: config,
+        limits: {
+          ...config,
+          maxJsonDepth: config.testLoosenValidation.has('json-depth')
+            ? Number.POSITIVE_INFINITY
+            : config.maxJsonDepth,
+        },
         auth,
         controls: new ControlFeeds(nc, subjects, log),
         log: log.child({ stage: 'ingest' }),
@@ -277,5 +284,21 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
   } catch (err) {
     await closeAll();
     throw err;
+  }
+}
+
+/**
+ * Refuses to start when an event at the size limits could not travel: its content and
+ * metadata (each up to RS_MAX_CONTENT_BYTES) must fit one log message, and one
+ * announcement, within the NATS server's max_payload.
+ */
+function checkEventsFitTheLog(config: Config, maxBody: number): void {
+  const need = 2 * config.maxContentBytes + LOG_EVENT_OVERHEAD_BYTES + LOG_MESSAGE_OVERHEAD_BYTES;
+  if (need > maxBody) {
+    throw new Error(
+      `RS_MAX_CONTENT_BYTES=${config.maxContentBytes}: an event with content_json and metadata_json at ` +
+        `that limit takes up to ${need} bytes of a NATS message, but the server takes ${maxBody} ` +
+        '(its max_payload, less headers): raise max_payload in the NATS config or lower RS_MAX_CONTENT_BYTES',
+    );
   }
 }

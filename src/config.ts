@@ -17,6 +17,8 @@ export const DEFAULT_STREAM_MAX_AGE_MS = 7 * 24 * 3600 * 1000;
 export const DEFAULT_DUPLICATE_WINDOW_MS = 2 * 60 * 1000;
 export const DEFAULT_MAX_CONTENT_BYTES = 256 * 1024;
 export const DEFAULT_MAX_EVENTS_PER_REQUEST = 5000;
+/** Deepest nesting of an event's content_json / metadata_json (Postgres refuses ~20,000). */
+export const DEFAULT_MAX_JSON_DEPTH = 512;
 export const DEFAULT_MAX_GRPC_MESSAGE_BYTES = 64 * 1024 * 1024;
 export const DEFAULT_PERSIST_BATCH_MAX = 2000;
 export const DEFAULT_PG_POOL_SIZE = 8;
@@ -59,6 +61,7 @@ export interface Config {
   readonly duplicateWindowMs: number;
   readonly maxContentBytes: number;
   readonly maxEventsPerRequest: number;
+  readonly maxJsonDepth: number;
   readonly maxGrpcMessageBytes: number;
   readonly persistBatchMax: number;
   readonly pgPoolSize: number;
@@ -88,7 +91,15 @@ export interface Config {
   readonly jwtClockToleranceMs: number;
   /** Browser origins allowed (exact or `https://*.example.com`); undefined = any origin. */
   readonly allowedOrigins: readonly string[] | undefined;
+  /**
+   * Test hooks that loosen ingest's checks, to produce events Postgres refuses
+   * (RS_TEST_LOOSEN_VALIDATION; never in production). `json-depth`: no nesting limit.
+   */
+  readonly testLoosenValidation: ReadonlySet<TestLoosening>;
 }
+
+export type TestLoosening = 'json-depth';
+const TEST_LOOSENINGS: readonly TestLoosening[] = ['json-depth'];
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -148,6 +159,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     duplicateWindowMs: int('RS_DUPLICATE_WINDOW_MS', DEFAULT_DUPLICATE_WINDOW_MS, 1000, 2 ** 40),
     maxContentBytes: int('RS_MAX_CONTENT_BYTES', DEFAULT_MAX_CONTENT_BYTES, 1024, 64 * 1024 * 1024),
     maxEventsPerRequest: int('RS_MAX_EVENTS_PER_REQUEST', DEFAULT_MAX_EVENTS_PER_REQUEST, 1, 1_000_000),
+    maxJsonDepth: int('RS_MAX_JSON_DEPTH', DEFAULT_MAX_JSON_DEPTH, 16, 4096),
     maxGrpcMessageBytes: int('RS_MAX_GRPC_MESSAGE_BYTES', DEFAULT_MAX_GRPC_MESSAGE_BYTES, 1024, 2 ** 31 - 1),
     persistBatchMax: int('RS_PERSIST_BATCH_MAX', DEFAULT_PERSIST_BATCH_MAX, 1, 100_000),
     pgPoolSize: int('RS_PG_POOL_SIZE', DEFAULT_PG_POOL_SIZE, 1, 1000),
@@ -173,6 +185,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     ),
     shutdownGraceMs: int('RS_SHUTDOWN_GRACE_MS', DEFAULT_SHUTDOWN_GRACE_MS, 0, 600_000),
     logLevel: str('LOG_LEVEL', 'info', /^(fatal|error|warn|info|debug|trace|silent)$/),
+    testLoosenValidation: testLoosenings(str('RS_TEST_LOOSEN_VALIDATION', ''), problems),
     ...authConfig(env, problems, int),
     ...overrides,
   };
@@ -181,6 +194,16 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
   }
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze(config);
+}
+
+function testLoosenings(raw: string, problems: string[]): ReadonlySet<TestLoosening> {
+  const set = new Set<TestLoosening>();
+  for (const part of raw.split(',').map((p) => p.trim())) {
+    if (part === '') continue;
+    if ((TEST_LOOSENINGS as readonly string[]).includes(part)) set.add(part as TestLoosening);
+    else problems.push(`RS_TEST_LOOSEN_VALIDATION: unknown hook ${JSON.stringify(part)} (known: json-depth)`);
+  }
+  return set;
 }
 
 type AuthFields =

@@ -6,7 +6,8 @@ import { test } from 'node:test';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import type { Event } from '../src/client/ingest-client.js';
-import { decodeLogMessage, encodeLogMessages } from '../src/log/log-batch.js';
+import type { LogRecord } from '../src/event.js';
+import { decodeLogMessage, encodeLogMessages, type LogMessage } from '../src/log/log-batch.js';
 import { Subjects } from '../src/log/subjects.js';
 import { logRecord } from './helpers/records.js';
 import { expectGapFree, randomName, startStack, threadRows } from './helpers/stack.js';
@@ -53,8 +54,8 @@ test('a group larger than max_payload is split into messages that each fit, in o
   const rs = Array.from({ length: 50 }, (_, i) =>
     logRecord('t', 'r', `e${i}`, JSON.stringify('文'.repeat(40))),
   );
-  const one = Buffer.byteLength(JSON.stringify(rs[0]), 'utf8');
-  const max = one * 7 + 20;
+  const one = Buffer.byteLength((encodeLogMessages([rs[0] as LogRecord], 1 << 20)[0] as LogMessage).body);
+  const max = one * 7;
   const ms = encodeLogMessages(rs, max);
   assert.ok(ms.length >= 8, `${ms.length} messages`);
   for (const m of ms) assert.ok(Buffer.byteLength(m.body, 'utf8') <= max, `${m.body.length} > ${max}`);
@@ -62,15 +63,31 @@ test('a group larger than max_payload is split into messages that each fit, in o
     ms.flatMap((m) => m.indexes),
     rs.map((_, i) => i),
   );
-  // A record that alone exceeds the limit still goes out, alone.
-  const big = encodeLogMessages(
-    [logRecord('t', 'r', 'a'), logRecord('t', 'r', 'big', JSON.stringify('y'.repeat(500)))],
-    300,
+  // A record that alone exceeds the limit cannot travel: refused, naming the event.
+  assert.throws(
+    () =>
+      encodeLogMessages(
+        [logRecord('t', 'r', 'a'), logRecord('t', 'r', 'big', JSON.stringify('y'.repeat(500)))],
+        300,
+      ),
+    /^InvalidArgumentError: events\[1\]: takes \d+ bytes in the log, which holds at most 300/,
   );
-  assert.deepEqual(
-    big.map((m) => m.indexes),
-    [[0], [1]],
+});
+
+test('payloads travel as the producer wrote them: no escaping, any characters, exact lengths', () => {
+  const payloads = ['"\\\\\\"', '{"a" :\n [1,\t"x"]}', '"\u2028中文😀"', '"\\"\\u0041"'];
+  const rs = payloads.map((p, i) => ({ ...logRecord('t', 'r', `p${i}`, p), metadata_json: `{"m":${i}}` }));
+  const [m] = encodeLogMessages(rs, 1 << 20);
+  assert.ok(m);
+  assert.ok(
+    m.body.endsWith(payloads.map((p, i) => `${p}{"m":${i}}`).join('')),
+    'raw payloads after the header',
   );
+  assert.deepEqual(decodeLogMessage(m.body), rs);
+  // A header whose lengths do not add up is refused, not read past.
+  const [head, rest] = [m.body.slice(0, m.body.indexOf('\n')), m.body.slice(m.body.indexOf('\n') + 1)];
+  assert.throws(() => decodeLogMessage(`${head}\n${rest}x`), /bytes past its last record/);
+  assert.throws(() => decodeLogMessage(`${head}\n${rest.slice(1)}`), /bad metadata_length/);
 });
 
 test('the message id names the content: a repeat matches, any other set of events does not', () => {

@@ -74,6 +74,36 @@ const CASES: [string, (e: Event) => Event | Event[], RegExp][] = [
     /events\[1\]\.content_json: .*surrogate/,
   ],
   [
+    'content nested deeper than RS_MAX_JSON_DEPTH',
+    (e) => ({ ...e, content_json: `${'['.repeat(600)}${']'.repeat(600)}` }),
+    /events\[1\]\.content_json: nests deeper than 512 levels/,
+  ],
+  [
+    'metadata nested deeper than RS_MAX_JSON_DEPTH',
+    (e) => ({ ...e, metadata_json: `${'{"a":'.repeat(600)}1${'}'.repeat(600)}` }),
+    /events\[1\]\.metadata_json: nests deeper than 512 levels/,
+  ],
+  [
+    'deep nesting around a \\u escape',
+    (e) => ({ ...e, content_json: `${'['.repeat(600)}"\\u0041"${']'.repeat(600)}` }),
+    /events\[1\]\.content_json: nests deeper/,
+  ],
+  [
+    'a high surrogate escape before a plain character',
+    (e) => ({ ...e, content_json: '"\\ud800x"' }),
+    /events\[1\]\.content_json: .*surrogate/,
+  ],
+  [
+    'a low surrogate escape alone',
+    (e) => ({ ...e, content_json: '{"k":"\\udc00"}' }),
+    /events\[1\]\.content_json: .*surrogate/,
+  ],
+  [
+    'a surrogate escape in metadata',
+    (e) => ({ ...e, metadata_json: '{"\\ud800":1}' }),
+    /events\[1\]\.metadata_json: .*surrogate/,
+  ],
+  [
     'content too big',
     (e) => ({ ...e, content_json: JSON.stringify('x'.repeat(5000)) }),
     /events\[1\]\.content_json: is \d+ bytes; the limit is 4096/,

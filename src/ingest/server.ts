@@ -16,7 +16,7 @@ import type { IngestHandlers } from '../gen/runstream/v1/Ingest.js';
 import type { PublishRequest__Output } from '../gen/runstream/v1/PublishRequest.js';
 import type { PublishResponse } from '../gen/runstream/v1/PublishResponse.js';
 import type { GrpcServer } from '../grpc/server.js';
-import type { LogPublisher } from '../log/publisher.js';
+import type { LogAck, LogPublisher } from '../log/publisher.js';
 import type { Logger } from '../logger.js';
 import { loadProto } from '../proto.js';
 import { type ControlFeeds, StreamControls } from './control.js';
@@ -87,7 +87,13 @@ export class IngestService {
     authorizePublish(records, principal);
     onValidated?.(records);
     const pending = ack === 'PERSISTED' ? await this.#o.waiter.prepare(records) : undefined;
-    const published = this.#o.publisher.publish(records);
+    let published: Promise<LogAck[]>;
+    try {
+      published = this.#o.publisher.publish(records);
+    } catch (err) {
+      pending?.dispose();
+      throw err;
+    }
     const result = (async (): Promise<PublishResponse> => {
       try {
         const pubAcks = await published;

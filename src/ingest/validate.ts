@@ -7,6 +7,7 @@ import { v7 as uuidv7 } from 'uuid';
 import { InvalidArgumentError } from '../errors.js';
 import { CATEGORY_NUMBER, type CategoryName, type LogRecord } from '../event.js';
 import type { Event__Output } from '../gen/runstream/v1/Event.js';
+import { jsonTextProblem } from './json-text.js';
 
 /** Thread, run, event and user ids: safe as NATS subject tokens, URL segments and SQL text. */
 export const ID_PATTERN = /^[A-Za-z0-9_-]{1,128}$/;
@@ -16,6 +17,8 @@ export const EVENT_TYPE_PATTERN = /^[\x21-\x7e]{1,64}$/;
 export interface ValidationLimits {
   readonly maxContentBytes: number;
   readonly maxEventsPerRequest: number;
+  /** Deepest nesting of content_json and metadata_json (RS_MAX_JSON_DEPTH). */
+  readonly maxJsonDepth: number;
 }
 
 const CATEGORY_BY_ENUM: Readonly<Record<string, CategoryName>> = {
@@ -79,12 +82,16 @@ function validateEvent(
       `is ${contentBytes} bytes; the limit is ${limits.maxContentBytes}`,
     );
   }
-  checkJson(e.content_json, `${path}.content_json`, false);
+  checkJson(e.content_json, `${path}.content_json`, false, limits.maxJsonDepth);
   const metadataJson = e.metadata_json === '' ? '{}' : e.metadata_json;
-  if (Buffer.byteLength(metadataJson, 'utf8') > limits.maxContentBytes) {
-    throw new InvalidArgumentError(`${path}.metadata_json`, `is larger than ${limits.maxContentBytes} bytes`);
+  const metadataBytes = Buffer.byteLength(metadataJson, 'utf8');
+  if (metadataBytes > limits.maxContentBytes) {
+    throw new InvalidArgumentError(
+      `${path}.metadata_json`,
+      `is ${metadataBytes} bytes; the limit is ${limits.maxContentBytes}`,
+    );
   }
-  checkJson(metadataJson, `${path}.metadata_json`, true);
+  checkJson(metadataJson, `${path}.metadata_json`, true, limits.maxJsonDepth);
 
   return {
     thread_id: e.thread_id,
@@ -110,11 +117,11 @@ function checkId(value: string, field: string, required: boolean): void {
 }
 
 /**
- * JSON.parse already refuses NaN, Infinity, trailing garbage and raw control
- * characters. What it accepts but Postgres cannot hold in text is refused here too: a
- * NUL character and a lone UTF-16 surrogate (both only reachable through `\u` escapes).
+ * JSON.parse refuses NaN, Infinity, trailing garbage and raw control characters (V8's parser
+ * does not recurse, so depth cannot hurt it). What it accepts but Postgres cannot store is
+ * refused too: see {@link jsonTextProblem}.
  */
-function checkJson(text: string, field: string, mustBeObject: boolean): void {
+function checkJson(text: string, field: string, mustBeObject: boolean, maxDepth: number): void {
   if (text === '') throw new InvalidArgumentError(field, 'is required (any JSON value, e.g. null)');
   let value: unknown;
   try {
@@ -125,22 +132,8 @@ function checkJson(text: string, field: string, mustBeObject: boolean): void {
   if (mustBeObject && (value === null || typeof value !== 'object' || Array.isArray(value))) {
     throw new InvalidArgumentError(field, 'must be a JSON object');
   }
-  if (text.includes('\\u') && !storableStrings(value)) {
-    throw new InvalidArgumentError(
-      field,
-      'contains a \\u0000 character or a lone surrogate, which cannot be stored',
-    );
-  }
-}
-
-function storableStrings(value: unknown): boolean {
-  if (typeof value === 'string') return value.isWellFormed() && !value.includes('\0');
-  if (value === null || typeof value !== 'object') return true;
-  if (Array.isArray(value)) return value.every(storableStrings);
-  for (const [k, v] of Object.entries(value)) {
-    if (!storableStrings(k) || !storableStrings(v)) return false;
-  }
-  return true;
+  const problem = jsonTextProblem(text, maxDepth);
+  if (problem !== undefined) throw new InvalidArgumentError(field, problem);
 }
 
 const MIN_TIMESTAMP_S = Date.UTC(1970, 0, 1) / 1000;

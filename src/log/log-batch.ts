@@ -1,13 +1,24 @@
 /**
  * How events travel in the JetStream log: a request's events of one thread and run go
- * out together as one message, a JSON array of {@link LogRecord}s in send order. A
- * thread's events keep their request order, so its events are cut into a new message
- * where the run changes, and where the server's max_payload requires. One message per
- * event cost a JetStream round trip, a stored message and an ack per event
- * (docs/benchmarks.md); a message per run-batch costs them once per request.
+ * out together as one message. A thread's events keep their request order, so its events
+ * are cut into a new message where the run changes, and where the server's max_payload
+ * requires. One message per event cost a JetStream round trip, a stored message and an
+ * ack per event (docs/benchmarks.md); a message per run-batch costs them once per request.
+ *
+ * A message's body is a header line and the events' JSON payloads, raw:
+ *
+ *     {"v":2,"thread_id":"t","run_id":"r","events":[{"event_id":..,"event_type":..,"category":..,
+ *      "user_id":..,"created_at":..,"content_length":N,"metadata_length":M},...]}\n
+ *     <content of event 0><metadata of event 0><content of event 1>...
+ *
+ * Lengths count UTF-16 code units of the decoded text. The payloads are the producer's JSON
+ * text as it was validated, carried as is: not escaped into a JSON string (which doubles a
+ * `\\` or a `"`: two fields at the documented limit did not fit max_payload), and not
+ * parsed again. The header is JSON.stringify output, which holds no raw line break.
  *
  * Every event of a message shares its log offset (its stream sequence). Messages written
- * before batching hold a single record object and are still read.
+ * by earlier versions, a JSON array of {@link LogRecord}s or a single record object, are
+ * still read.
  *
  * `Nats-Msg-Id` names the message's content: `thread:event_id` for a single event (as
  * before), and for several the thread, the first event_id, the count and a hash of all
@@ -15,8 +26,14 @@
  * else. A retry that regroups events is not identical; Postgres drops its duplicates.
  */
 import { createHash } from 'node:crypto';
+import { InvalidArgumentError } from '../errors.js';
 import { decodeLogRecord, type LogRecord } from '../event.js';
 import { msgId } from './subjects.js';
+
+/** Bytes of a log message other than its events' payloads, at most: header, ids, subject, headers. */
+export const LOG_MESSAGE_OVERHEAD_BYTES = 1024;
+/** Header bytes of one event in a message, at most (ids of 128 characters, a 64-character type). */
+export const LOG_EVENT_OVERHEAD_BYTES = 512;
 
 export interface LogMessage {
   readonly threadId: string;
@@ -29,48 +46,75 @@ export interface LogMessage {
 
 /**
  * Packs records into messages, each of one thread and run, whose bodies stay within
- * `maxBytes` (a record larger than that still gets a message of its own). A thread's
- * records keep their order across its messages: a thread's next record joins the
- * thread's last message only if it is of the same run and fits; messages are listed
- * in the order they were opened, which is the order they must be published in.
+ * `maxBytes`. A thread's records keep their order across its messages: a thread's next
+ * record joins the thread's last message only if it is of the same run and fits; messages
+ * are listed in the order they were opened, which is the order they must be published in.
+ * @throws InvalidArgumentError naming the event when one record alone cannot fit.
  */
 export function encodeLogMessages(records: readonly LogRecord[], maxBytes: number): LogMessage[] {
   const open: Draft[] = [];
   const lastOfThread = new Map<string, Draft>();
   for (let i = 0; i < records.length; i++) {
     const r = records[i] as LogRecord;
-    const json = JSON.stringify(r);
-    // Ids and enum fields are ASCII; content may not be, so count what it really takes.
-    const size = Buffer.byteLength(json, 'utf8') + 1;
+    const entry = JSON.stringify({
+      event_id: r.event_id,
+      event_type: r.event_type,
+      category: r.category,
+      user_id: r.user_id,
+      created_at: r.created_at,
+      content_length: r.content_json.length,
+      metadata_length: r.metadata_json.length,
+    });
+    // Ids and enum fields are ASCII; payloads may not be, so count what they really take.
+    const size =
+      entry.length +
+      1 +
+      Buffer.byteLength(r.content_json, 'utf8') +
+      Buffer.byteLength(r.metadata_json, 'utf8');
+    if (size + headerBytes(r) > maxBytes) {
+      throw new InvalidArgumentError(
+        `events[${i}]`,
+        `takes ${size + headerBytes(r)} bytes in the log, which holds at most ${maxBytes} per message ` +
+          "(the NATS server's max_payload); send smaller content_json / metadata_json",
+      );
+    }
     let d = lastOfThread.get(r.thread_id);
     if (!d || d.runId !== r.run_id || d.bytes + size > maxBytes) {
-      d = { runId: r.run_id, parts: [], indexes: [], bytes: 1 };
+      d = { runId: r.run_id, entries: [], payloads: [], indexes: [], bytes: headerBytes(r) };
       open.push(d);
       lastOfThread.set(r.thread_id, d);
     }
-    d.parts.push(json);
+    d.entries.push(entry);
+    d.payloads.push(r.content_json, r.metadata_json);
     d.indexes.push(i);
     d.bytes += size;
   }
-  return open.map((d) => message(records, d.parts, d.indexes));
+  return open.map((d) => message(records, d));
+}
+
+/** The bytes of a message's header around its events' entries. */
+function headerBytes(r: LogRecord): number {
+  return 64 + r.thread_id.length + r.run_id.length;
 }
 
 interface Draft {
   readonly runId: string;
-  readonly parts: string[];
+  readonly entries: string[];
+  readonly payloads: string[];
   readonly indexes: number[];
-  /** Body bytes so far: the brackets and each part with its separator. */
+  /** Body bytes so far. */
   bytes: number;
 }
 
-function message(records: readonly LogRecord[], parts: readonly string[], indexes: number[]): LogMessage {
-  const first = records[indexes[0] as number] as LogRecord;
+function message(records: readonly LogRecord[], d: Draft): LogMessage {
+  const first = records[d.indexes[0] as number] as LogRecord;
+  const head = `{"v":2,"thread_id":"${first.thread_id}","run_id":"${first.run_id}","events":[${d.entries.join(',')}]}`;
   return {
     threadId: first.thread_id,
     runId: first.run_id,
-    body: `[${parts.join(',')}]`,
-    msgId: indexes.length === 1 ? msgId(first.thread_id, first.event_id) : batchMsgId(records, indexes),
-    indexes,
+    body: `${head}\n${d.payloads.join('')}`,
+    msgId: d.indexes.length === 1 ? msgId(first.thread_id, first.event_id) : batchMsgId(records, d.indexes),
+    indexes: d.indexes,
   };
 }
 
@@ -81,10 +125,58 @@ function batchMsgId(records: readonly LogRecord[], indexes: readonly number[]): 
   return `${msgId(first.thread_id, first.event_id)}+${indexes.length}:${hash.digest('base64url').slice(0, 22)}`;
 }
 
-/** The records of a log message, each checked as {@link decodeLogRecord} does. */
+const V2_PREFIX = '{"v":2,';
+
+interface V2Header {
+  readonly thread_id: unknown;
+  readonly run_id: unknown;
+  readonly events: readonly Record<string, unknown>[];
+}
+
+/**
+ * The records of a log message, each checked as {@link decodeLogRecord} does (a message put
+ * on the log by anything but ingest cannot make Postgres refuse a batch).
+ */
 export function decodeLogMessage(text: string): LogRecord[] {
+  if (text.startsWith(V2_PREFIX)) return decodeV2(text);
   if (!text.startsWith('[')) return [decodeLogRecord(JSON.parse(text))];
   const items = JSON.parse(text) as unknown[];
   if (items.length === 0) throw new Error('log message holds no records');
   return items.map(decodeLogRecord);
+}
+
+function decodeV2(text: string): LogRecord[] {
+  const newline = text.indexOf('\n');
+  if (newline < 0) throw new Error('log message has no end of header');
+  const h = JSON.parse(text.slice(0, newline)) as V2Header;
+  if (!Array.isArray(h.events) || h.events.length === 0) throw new Error('log message holds no records');
+  let at = newline + 1;
+  const take = (length: unknown, field: string): string => {
+    if (
+      typeof length !== 'number' ||
+      !Number.isSafeInteger(length) ||
+      length < 0 ||
+      at + length > text.length
+    ) {
+      throw new Error(`log record has a bad ${field}`);
+    }
+    const part = text.slice(at, at + length);
+    at += length;
+    return part;
+  };
+  const records = h.events.map((e) =>
+    decodeLogRecord({
+      thread_id: h.thread_id,
+      run_id: h.run_id,
+      event_id: e.event_id,
+      event_type: e.event_type,
+      category: e.category,
+      user_id: e.user_id,
+      created_at: e.created_at,
+      content_json: take(e.content_length, 'content_length'),
+      metadata_json: take(e.metadata_length, 'metadata_length'),
+    }),
+  );
+  if (at !== text.length) throw new Error('log message has bytes past its last record');
+  return records;
 }
