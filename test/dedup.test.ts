@@ -36,7 +36,10 @@ test('the same event_id published twice is stored once and the retry is acked as
   const t = randomName('t-');
 
   const [first] = await stack.client.publish([ev(t, 'e1')], 'PERSISTED');
-  assert.deepEqual({ ...first, offset: 0 }, { event_id: 'e1', duplicate: false, seq: 1, offset: 0 });
+  assert.deepEqual(
+    { ...first, offset: 0 },
+    { event_id: 'e1', duplicate: false, seq: 1, offset: 0, rejected: '' },
+  );
 
   // Inside JetStream's duplicate window: JetStream itself drops it.
   const [inWindow] = await stack.client.publish([ev(t, 'e1')], 'PERSISTED');

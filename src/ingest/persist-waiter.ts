@@ -186,6 +186,7 @@ export class PendingPersist implements Disposable {
         duplicate: a.duplicate || r.offset !== a.seq || repeat,
         seq: r.seq,
         offset: r.offset,
+        rejected: r.rejected ?? '',
       };
     });
   }

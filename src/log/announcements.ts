@@ -4,7 +4,8 @@
  * - events subject: the newly stored events, client-facing JSON texts separated by
  *   {@link EVENT_SEPARATOR}, each starting with `{"seq":N,`;
  * - receipts subject: `[[event_id, seq, offset], ...]` for every message of the batch,
- *   duplicates included, for PERSISTED acks.
+ *   duplicates included, for PERSISTED acks; an event the store refused is
+ *   `[event_id, 0, offset, reason]`.
  */
 import type { Msg } from '@nats-io/transport-node';
 import { eventJson, type StoredEvent } from '../event.js';
@@ -82,10 +83,16 @@ export function decodeEventHeader(json: string): CommittedEvent {
 }
 
 export function encodeReceipts(receipts: readonly Receipt[]): string {
-  return JSON.stringify(receipts.map((r) => [r.event_id, r.seq, r.offset]));
+  return JSON.stringify(
+    receipts.map((r) =>
+      r.rejected === undefined ? [r.event_id, r.seq, r.offset] : [r.event_id, r.seq, r.offset, r.rejected],
+    ),
+  );
 }
 
 export function decodeReceipts(msg: Msg): Receipt[] {
-  const raw = JSON.parse(msg.string()) as [string, number, number][];
-  return raw.map(([event_id, seq, offset]) => ({ event_id, seq, offset }));
+  const raw = JSON.parse(msg.string()) as [string, number, number, string?][];
+  return raw.map(([event_id, seq, offset, rejected]) =>
+    rejected === undefined ? { event_id, seq, offset } : { event_id, seq, offset, rejected },
+  );
 }

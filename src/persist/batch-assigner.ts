@@ -8,11 +8,13 @@
  *  2. heads, deletion horizons and already-stored (thread_id, event_id) rows, one query;
  *  3. the deletion check (deletions.ts semantics), one query and only when needed;
  *  4. one insert (`unnest`) for every thread, seqs computed here per thread;
- *  5. thread heads and runs upkeep (deltas from runs.ts `runDeltas`), one statement.
+ *  5. thread heads and runs upkeep (deltas from runs.ts `runDeltas`), one statement;
+ *  6. for events the store refused (poison.ts), their dead letters, one statement.
  */
 import type pg from 'pg';
 import { CATEGORY_NUMBER, type StoredEvent } from '../event.js';
 import type { Horizons } from './deletions.js';
+import { noticeEventId, rejectionNotice, storableText } from './poison.js';
 import { type RunDelta, runDeltas } from './runs.js';
 import type { PendingEvent, Receipt, ThreadBatchResult } from './seq-assigner.js';
 
@@ -93,6 +95,14 @@ const RECORD_SQL = `
          COALESCE(x.metadata, '{}')::json, x.outcome::json
     FROM x WHERE NOT EXISTS (SELECT 1 FROM upd WHERE upd.thread_id = x.thread_id AND upd.run_id = x.run_id)`;
 
+// A refused event's dead letter, once (a replay finds it there and its notice stored).
+const DEAD_LETTER_SQL = `
+  INSERT INTO dead_letters (thread_id, event_id, run_id, event_type, category, user_id, created_at, content,
+                            metadata, stream_offset, error, sqlstate, notice_seq)
+  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int2[], $6::text[], $7::text[],
+                       $8::text[], $9::text[], $10::int8[], $11::text[], $12::text[], $13::int8[])
+  ON CONFLICT (thread_id, event_id) DO NOTHING`;
+
 interface ThreadState {
   readonly threadId: string;
   readonly batch: readonly PendingEvent[];
@@ -130,6 +140,10 @@ export async function storeBatch(
     for (const p of batch) {
       qThreads.push(threadId);
       qIds.push(p.record.event_id);
+      if (p.rejection) {
+        qThreads.push(threadId);
+        qIds.push(noticeEventId(p.record));
+      }
     }
   }
 
@@ -207,6 +221,21 @@ export async function storeBatch(
       metadata: [] as string[],
       offset: [] as number[],
     };
+    const dead = {
+      threadId: [] as string[],
+      eventId: [] as string[],
+      runId: [] as string[],
+      eventType: [] as string[],
+      category: [] as number[],
+      userId: [] as string[],
+      createdAt: [] as string[],
+      content: [] as string[],
+      metadata: [] as string[],
+      offset: [] as number[],
+      error: [] as string[],
+      sqlstate: [] as string[],
+      noticeSeq: [] as number[],
+    };
     const heads = { threadId: [] as string[], head: [] as number[] };
     const deltas: { threadId: string; d: RunDelta }[] = [];
     for (const s of states.values()) {
@@ -224,13 +253,32 @@ export async function storeBatch(
           receipts[i] = { event_id: p.record.event_id, seq: 0, offset: p.offset };
           continue;
         }
+        let r = p.record;
+        if (p.rejection) {
+          receipts[i] = { event_id: r.event_id, seq: 0, offset: p.offset, rejected: p.rejection.reason };
+          const notice = rejectionNotice(r, p.rejection);
+          if (s.known.has(notice.event_id)) continue; // rejected before: its notice is stored
+          dead.threadId.push(s.threadId);
+          dead.eventId.push(r.event_id);
+          dead.runId.push(r.run_id);
+          dead.eventType.push(r.event_type);
+          dead.category.push(CATEGORY_NUMBER[r.category]);
+          dead.userId.push(r.user_id);
+          dead.createdAt.push(r.created_at);
+          dead.content.push(storableText(r.content_json));
+          dead.metadata.push(storableText(r.metadata_json));
+          dead.offset.push(p.offset);
+          dead.error.push(p.rejection.reason);
+          dead.sqlstate.push(p.rejection.sqlstate);
+          dead.noticeSeq.push(s.head + fresh + 1);
+          r = notice;
+        }
         fresh++;
         const seq = s.head + fresh;
-        const receipt = { event_id: p.record.event_id, seq, offset: p.offset };
-        s.known.set(p.record.event_id, receipt); // a later repeat in this batch is a duplicate
-        receipts[i] = receipt;
-        inserted.push({ ...p.record, seq, offset: p.offset });
-        const r = p.record;
+        const receipt = { event_id: r.event_id, seq, offset: p.offset };
+        s.known.set(r.event_id, receipt); // a later repeat in this batch is a duplicate
+        if (!p.rejection) receipts[i] = receipt;
+        inserted.push({ ...r, seq, offset: p.offset });
         ins.threadId.push(s.threadId);
         ins.seq.push(seq);
         ins.eventId.push(r.event_id);
@@ -295,6 +343,27 @@ export async function storeBatch(
           col('outcome'),
           col('mixed'),
           col('sole'),
+        ],
+      });
+    }
+    if (dead.threadId.length > 0) {
+      await client.query({
+        name: 'rs_batch_dead_letters',
+        text: DEAD_LETTER_SQL,
+        values: [
+          dead.threadId,
+          dead.eventId,
+          dead.runId,
+          dead.eventType,
+          dead.category,
+          dead.userId,
+          dead.createdAt,
+          dead.content,
+          dead.metadata,
+          dead.offset,
+          dead.error,
+          dead.sqlstate,
+          dead.noticeSeq,
         ],
       });
     }

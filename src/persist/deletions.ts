@@ -89,6 +89,11 @@ export function deleteRows(pool: pg.Pool, q: DeleteRowsQuery): Promise<DeletedRo
         'DELETE FROM runs WHERE thread_id = $1 AND ($2::text IS NULL OR run_id = $2)',
         [q.threadId, run],
       );
+      // What the store refused of them goes too: a deleted thread (run) leaves nothing behind.
+      await client.query(
+        'DELETE FROM dead_letters WHERE thread_id = $1 AND ($2::text IS NULL OR run_id = $2)',
+        [q.threadId, run],
+      );
       if (q.runId !== undefined) {
         await client.query(
           `INSERT INTO run_deletions (thread_id, run_id, deleted_upto_offset) VALUES ($1, $2, $3)

@@ -25,8 +25,9 @@ import type { Subjects } from '../log/subjects.js';
 import type { Logger } from '../logger.js';
 import { storeBatch } from './batch-assigner.js';
 import { readCheckpoint, saveCheckpoint } from './checkpoint.js';
+import { REJECTED_EVENT_TYPE, rejectionOf } from './poison.js';
 import { withClient } from './pool-client.js';
-import type { PendingEvent, ThreadBatchResult } from './seq-assigner.js';
+import type { PendingEvent, Rejection, ThreadBatchResult } from './seq-assigner.js';
 
 export const RETRY_BASE_MS = 100;
 export const RETRY_MAX_MS = 5_000;
@@ -43,10 +44,6 @@ export interface PersisterOptions {
   /** The log's current extent, to check the checkpoint against at start. */
   readonly logBounds: () => Promise<LogBounds>;
   readonly log: Logger;
-}
-
-interface ThreadGroup {
-  readonly events: PendingEvent[];
 }
 
 /** A log message taken from the log: its offset and its events (none if undecodable). */
@@ -72,6 +69,10 @@ export class Persister implements AsyncDisposable {
   storedCount = 0;
   /** Events that turned out to be stored already (replays, retries). */
   duplicateCount = 0;
+  /** Events the store refused: dead-lettered, a notice stored in their place (poison.ts). */
+  rejectedCount = 0;
+  /** Refused events whose notice was refused too: only logged. */
+  droppedCount = 0;
   /** Highest log offset stored. */
   position = 0;
 
@@ -184,18 +185,9 @@ export class Persister implements AsyncDisposable {
   }
 
   async #storeBatch(batch: readonly Taken[]): Promise<void> {
-    const groups = new Map<string, ThreadGroup>();
-    for (const m of batch) {
-      for (const record of m.records) {
-        let g = groups.get(record.thread_id);
-        if (!g) {
-          g = { events: [] };
-          groups.set(record.thread_id, g);
-        }
-        g.events.push({ record, offset: m.offset });
-      }
-    }
-    if (!(await this.#storeGroups(groups))) return; // closing: replayed from the checkpoint next time
+    const events: PendingEvent[] = [];
+    for (const m of batch) for (const record of m.records) events.push({ record, offset: m.offset });
+    if (!(await this.#store(events))) return; // closing: replayed from the checkpoint next time
     const last = (batch[batch.length - 1] as Taken).offset;
     this.position = last;
     // Losing this write only means replaying a little more after a crash.
@@ -205,38 +197,69 @@ export class Persister implements AsyncDisposable {
   }
 
   /**
-   * Stores every thread's part of a batch in one transaction on one connection, then
-   * announces per thread; false if given up because the persister is closing.
+   * Stores events (in log order) in one transaction and announces them per thread; false
+   * if given up because the persister is closing. A failure that is Postgres refusing the
+   * data splits the events in two halves stored one after the other (so each thread keeps
+   * its log order), down to the one refused event, which is dead-lettered (poison.ts);
+   * any other failure (Postgres away, a lost connection) is retried with backoff.
    */
-  async #storeGroups(groups: ReadonlyMap<string, ThreadGroup>): Promise<boolean> {
-    if (groups.size === 0) return true;
-    const events = new Map<string, PendingEvent[]>();
-    let total = 0;
-    for (const [threadId, g] of groups) {
-      events.set(threadId, g.events);
-      total += g.events.length;
-    }
+  async #store(events: readonly PendingEvent[]): Promise<boolean> {
+    if (events.length === 0) return true;
     for (let n = 0; ; n++) {
       try {
-        const results = await withClient(this.#o.pool, (client) => storeBatch(client, events));
-        for (const [threadId, g] of groups) {
+        const groups = byThread(events);
+        const results = await withClient(this.#o.pool, (client) => storeBatch(client, groups));
+        for (const [threadId, batch] of groups) {
           const result = results.get(threadId) as ThreadBatchResult;
-          this.storedCount += result.inserted.length;
-          this.duplicateCount += g.events.length - result.inserted.length;
+          this.#count(batch, result);
           this.#announce(threadId, result);
         }
         return true;
       } catch (err) {
         if (this.#closed) return false;
+        const rejection = rejectionOf(err);
+        if (rejection) return this.#isolate(events, rejection);
         const delay = Math.min(RETRY_MAX_MS, RETRY_BASE_MS * 2 ** Math.min(n, 10));
         this.#o.log.warn(
-          { err: (err as Error).message, threads: groups.size, events: total, retryInMs: delay },
+          { err: (err as Error).message, events: events.length, retryInMs: delay },
           'storing a batch failed; retrying',
         );
         await new Promise((r) => setTimeout(r, delay));
         if (this.#closed) return false;
       }
     }
+  }
+
+  /** Postgres refused something in `events`: store the halves apart, or reject the one event. */
+  async #isolate(events: readonly PendingEvent[], rejection: Rejection): Promise<boolean> {
+    if (events.length > 1) {
+      const half = Math.ceil(events.length / 2);
+      return (await this.#store(events.slice(0, half))) && (await this.#store(events.slice(half)));
+    }
+    const p = events[0] as PendingEvent;
+    if (p.rejection) {
+      // The notice and the dead letter were refused too: nothing more can be done with it.
+      this.droppedCount++;
+      this.#o.log.error(
+        { threadId: p.record.thread_id, eventId: p.record.event_id, offset: p.offset, ...rejection },
+        'event and its rejection notice refused by the store; event dropped',
+      );
+      return true;
+    }
+    this.rejectedCount++;
+    this.#o.log.error(
+      { threadId: p.record.thread_id, eventId: p.record.event_id, offset: p.offset, ...rejection },
+      'event refused by the store: dead-lettered, a notice stored in its place',
+    );
+    return this.#store([{ ...p, rejection }]);
+  }
+
+  #count(batch: readonly PendingEvent[], result: ThreadBatchResult): void {
+    const rejected = result.receipts.filter((r) => r.rejected !== undefined).length;
+    const notices =
+      rejected === 0 ? 0 : result.inserted.filter((e) => e.event_type === REJECTED_EVENT_TYPE).length;
+    this.storedCount += result.inserted.length - notices;
+    this.duplicateCount += batch.length - rejected - (result.inserted.length - notices);
   }
 
   #announce(threadId: string, r: ThreadBatchResult): void {
@@ -270,4 +293,15 @@ export class Persister implements AsyncDisposable {
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
   }
+}
+
+/** Events by thread, each thread's in log order. */
+function byThread(events: readonly PendingEvent[]): Map<string, PendingEvent[]> {
+  const groups = new Map<string, PendingEvent[]>();
+  for (const p of events) {
+    const g = groups.get(p.record.thread_id);
+    if (g) g.push(p);
+    else groups.set(p.record.thread_id, [p]);
+  }
+  return groups;
 }

@@ -194,16 +194,37 @@ export async function headSeq(db: pg.Pool | pg.ClientBase, threadId: string): Pr
   return Number(rows[0]?.head ?? 0);
 }
 
-/** Stored rows for the given event ids of a thread (for acks of duplicates). */
+/**
+ * What became of the given event ids of a thread (for acks of duplicates): stored (seq and
+ * offset), or refused by the store (seq 0 and the reason, from `dead_letters`).
+ */
 export async function findEvents(
   db: pg.Pool | pg.ClientBase,
   threadId: string,
   eventIds: readonly string[],
-): Promise<Map<string, { seq: number; offset: number }>> {
-  const { rows } = await db.query<{ event_id: string; seq: string; stream_offset: string }>({
+): Promise<Map<string, { seq: number; offset: number; rejected?: string }>> {
+  const { rows } = await db.query<{
+    event_id: string;
+    seq: string;
+    stream_offset: string;
+    rejected: string | null;
+  }>({
     name: 'rs_find',
-    text: 'SELECT event_id, seq, stream_offset FROM run_events WHERE thread_id = $1 AND event_id = ANY($2::text[])',
+    text: `SELECT event_id, seq, stream_offset, NULL AS rejected FROM run_events
+            WHERE thread_id = $1 AND event_id = ANY($2::text[])
+           UNION ALL
+           SELECT event_id, 0, stream_offset, error FROM dead_letters
+            WHERE thread_id = $1 AND event_id = ANY($2::text[])`,
     values: [threadId, eventIds],
   });
-  return new Map(rows.map((r) => [r.event_id, { seq: Number(r.seq), offset: Number(r.stream_offset) }]));
+  return new Map(
+    rows.map((r) => [
+      r.event_id,
+      {
+        seq: Number(r.seq),
+        offset: Number(r.stream_offset),
+        ...(r.rejected === null ? {} : { rejected: r.rejected }),
+      },
+    ]),
+  );
 }

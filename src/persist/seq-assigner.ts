@@ -16,14 +16,28 @@ export interface PendingEvent {
   readonly record: LogRecord;
   /** JetStream stream sequence of the log message. */
   readonly offset: number;
+  /**
+   * Set when the store refused this event (poison.ts): it is kept in `dead_letters` and an
+   * `event_rejected` notice is stored in its place, unless one already was.
+   */
+  readonly rejection?: Rejection;
+}
+
+/** Why Postgres refused an event. */
+export interface Rejection {
+  readonly reason: string;
+  readonly sqlstate: string;
 }
 
 /** What became of one pending event. */
 export interface Receipt {
   readonly event_id: string;
+  /** 0 when rejected. */
   readonly seq: number;
   /** Offset of the stored row: differs from the message's own when it was a duplicate. */
   readonly offset: number;
+  /** Why the store refused the event; absent when it was stored (or was a duplicate). */
+  readonly rejected?: string;
 }
 
 export interface ThreadBatchResult {

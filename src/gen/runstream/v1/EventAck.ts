@@ -7,6 +7,7 @@ export interface EventAck {
   'duplicate'?: (boolean);
   'seq'?: (number | string | Long);
   'offset'?: (number | string | Long);
+  'rejected'?: (string);
 }
 
 export interface EventAck__Output {
@@ -14,4 +15,5 @@ export interface EventAck__Output {
   'duplicate': (boolean);
   'seq': (number);
   'offset': (number);
+  'rejected': (string);
 }
