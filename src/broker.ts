@@ -18,6 +18,7 @@ import { HistoryGrpcService } from './history/grpc-service.js';
 import { History } from './history/history.js';
 import { historyRoutes, methodNotAllowedRoutes } from './history/http-routes.js';
 import { ControlFeeds, RunControl } from './ingest/control.js';
+import { InflightBudget } from './ingest/inflight.js';
 import { PersistWaiter } from './ingest/persist-waiter.js';
 import { IngestService } from './ingest/server.js';
 import { type CommittedEvent, decodeEvents, decodeReceipts } from './log/announcements.js';
@@ -224,6 +225,11 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
       );
       new IngestService({
         publisher: new LogPublisher(nc, subjects),
+        budget: new InflightBudget(config.ingestMaxInflightBytes),
+        streamLimits: {
+          streamMaxInflight: config.publishStreamMaxInflight,
+          streamMaxInflightBytes: config.publishStreamMaxInflightBytes,
+        },
         waiter: new PersistWaiter(receipts, pool, config.persistedAckTimeoutMs),
         limits: {
           ...config,
@@ -243,6 +249,7 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
           deletions,
           pageSize: config.catchupPageSize,
           maxBufferedBytes: config.grpcSubscribeMaxBufferedBytes,
+          maxCalls: config.grpcSubscribeMaxCalls,
           logBounds,
           auth,
           log: log.child({ stage: 'grpc-subscribe' }),

@@ -19,7 +19,16 @@ export const DEFAULT_MAX_CONTENT_BYTES = 256 * 1024;
 export const DEFAULT_MAX_EVENTS_PER_REQUEST = 5000;
 /** Deepest nesting of an event's content_json / metadata_json (Postgres refuses ~20,000). */
 export const DEFAULT_MAX_JSON_DEPTH = 512;
-export const DEFAULT_MAX_GRPC_MESSAGE_BYTES = 64 * 1024 * 1024;
+/** Largest gRPC request accepted (a Publish of many events); larger ones are RESOURCE_EXHAUSTED. */
+export const DEFAULT_MAX_GRPC_MESSAGE_BYTES = 16 * 1024 * 1024;
+/** Bytes of publish requests a node holds unanswered, across calls; past it Publish is refused, streams wait. */
+export const DEFAULT_INGEST_MAX_INFLIGHT_BYTES = 256 * 1024 * 1024;
+/** Requests one PublishStream holds unanswered before the broker stops reading it. */
+export const DEFAULT_PUBLISH_STREAM_MAX_INFLIGHT = 64;
+/** Bytes of them, likewise (one request is always taken). */
+export const DEFAULT_PUBLISH_STREAM_MAX_INFLIGHT_BYTES = 16 * 1024 * 1024;
+/** Concurrent gRPC Subscribe calls per node; past it a call is refused with RESOURCE_EXHAUSTED. */
+export const DEFAULT_GRPC_SUBSCRIBE_MAX_CALLS = 10_000;
 export const DEFAULT_PERSIST_BATCH_MAX = 2000;
 export const DEFAULT_PG_POOL_SIZE = 8;
 export const DEFAULT_PERSISTED_ACK_TIMEOUT_MS = 30_000;
@@ -63,6 +72,10 @@ export interface Config {
   readonly maxEventsPerRequest: number;
   readonly maxJsonDepth: number;
   readonly maxGrpcMessageBytes: number;
+  readonly ingestMaxInflightBytes: number;
+  readonly publishStreamMaxInflight: number;
+  readonly publishStreamMaxInflightBytes: number;
+  readonly grpcSubscribeMaxCalls: number;
   readonly persistBatchMax: number;
   readonly pgPoolSize: number;
   readonly persistedAckTimeoutMs: number;
@@ -161,6 +174,30 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     maxEventsPerRequest: int('RS_MAX_EVENTS_PER_REQUEST', DEFAULT_MAX_EVENTS_PER_REQUEST, 1, 1_000_000),
     maxJsonDepth: int('RS_MAX_JSON_DEPTH', DEFAULT_MAX_JSON_DEPTH, 16, 4096),
     maxGrpcMessageBytes: int('RS_MAX_GRPC_MESSAGE_BYTES', DEFAULT_MAX_GRPC_MESSAGE_BYTES, 1024, 2 ** 31 - 1),
+    ingestMaxInflightBytes: int(
+      'RS_INGEST_MAX_INFLIGHT_BYTES',
+      DEFAULT_INGEST_MAX_INFLIGHT_BYTES,
+      64 * 1024,
+      2 ** 40,
+    ),
+    publishStreamMaxInflight: int(
+      'RS_PUBLISH_STREAM_MAX_INFLIGHT',
+      DEFAULT_PUBLISH_STREAM_MAX_INFLIGHT,
+      1,
+      100_000,
+    ),
+    publishStreamMaxInflightBytes: int(
+      'RS_PUBLISH_STREAM_MAX_INFLIGHT_BYTES',
+      DEFAULT_PUBLISH_STREAM_MAX_INFLIGHT_BYTES,
+      64 * 1024,
+      2 ** 40,
+    ),
+    grpcSubscribeMaxCalls: int(
+      'RS_GRPC_SUBSCRIBE_MAX_CALLS',
+      DEFAULT_GRPC_SUBSCRIBE_MAX_CALLS,
+      1,
+      10_000_000,
+    ),
     persistBatchMax: int('RS_PERSIST_BATCH_MAX', DEFAULT_PERSIST_BATCH_MAX, 1, 100_000),
     pgPoolSize: int('RS_PG_POOL_SIZE', DEFAULT_PG_POOL_SIZE, 1, 1000),
     persistedAckTimeoutMs: int(

@@ -323,6 +323,23 @@ test('a client that cancels ends its subscription on the server', async () => {
   await waitFor(() => subscriber.size === before, { what: 'the server to drop the cancelled call' });
 });
 
+test('past RS_GRPC_SUBSCRIBE_MAX_CALLS a Subscribe call is refused with RESOURCE_EXHAUSTED; a freed slot is reusable', async () => {
+  await using capped = await startStack({ grpcSubscribeMaxCalls: 3 });
+  using c = new SubscriberClient(capped.grpcTarget);
+  const t = randomName('t-');
+  const held = Array.from({ length: 3 }, () => c.subscribe({ thread_id: t }));
+  for (const h of held) await h.waitFor((r) => r.live != null);
+  const refused = await c.subscribe({ thread_id: t }).ended;
+  assert.equal(refused.code, status.RESOURCE_EXHAUSTED);
+  assert.equal(refused.errorCode, 'RS_ERR_RESOURCE_EXHAUSTED');
+  assert.match(refused.details, /RS_GRPC_SUBSCRIBE_MAX_CALLS/);
+  held[0]?.cancel();
+  await waitFor(() => capped.broker.grpcSubscriber?.size === 2, { what: 'the cancelled call released' });
+  const again = c.subscribe({ thread_id: t });
+  await again.waitFor((r) => r.live != null);
+  for (const h of [...held, again]) h.cancel();
+});
+
 test('backpressure: a client that stops reading is cut off with RESOURCE_EXHAUSTED and its cursor, and resumes losing nothing', async () => {
   const t = randomName('t-');
   const subscriber = stack.broker.grpcSubscriber;

@@ -50,6 +50,8 @@ export const CURSOR_TRAILER = 'rs-cursor';
 export interface GrpcSubscribeOptions extends SubscriptionResources {
   /** Bytes queued on one call past which the subscriber is cut off as too slow. */
   readonly maxBufferedBytes: number;
+  /** Calls held at once (RS_GRPC_SUBSCRIBE_MAX_CALLS); past it a new one is RESOURCE_EXHAUSTED. */
+  readonly maxCalls: number;
   readonly auth: Authenticator;
 }
 
@@ -88,6 +90,12 @@ export class GrpcSubscribeService {
     sc.onDone = () => this.#calls.delete(sc);
     try {
       if (this.#closed) throw new RunstreamError(ErrorCode.Unavailable, 'server shutting down');
+      if (this.#calls.size > this.#o.maxCalls) {
+        throw new RunstreamError(
+          ErrorCode.ResourceExhausted,
+          `this node holds its maximum of ${this.#o.maxCalls} Subscribe calls (RS_GRPC_SUBSCRIBE_MAX_CALLS); retry later or on another node`,
+        );
+      }
       const principal = await this.#o.auth.authenticate(bearerFromGrpc(call.metadata));
       const req = parseSubscribeRequest(call.request);
       if (!principal.canRead(req.threadId)) {

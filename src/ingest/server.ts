@@ -5,8 +5,10 @@ import * as grpc from '@grpc/grpc-js';
 import { watchExpiry } from '../auth/expiry.js';
 import { type Authenticator, bearerFromGrpc, type Principal } from '../auth/principal.js';
 import {
+  ErrorCode,
   InvalidArgumentError,
   PermissionDeniedError,
+  RunstreamError,
   TokenExpiredError,
   toRunstreamError,
 } from '../errors.js';
@@ -20,15 +22,25 @@ import type { LogAck, LogPublisher } from '../log/publisher.js';
 import type { Logger } from '../logger.js';
 import { loadProto } from '../proto.js';
 import { type ControlFeeds, StreamControls } from './control.js';
+import { type InflightBudget, requestBytes } from './inflight.js';
 import type { PersistWaiter } from './persist-waiter.js';
 import { type ValidationLimits, validateEvents } from './validate.js';
 
 export const INGEST_SERVICE = 'runstream.v1.Ingest';
-/** Requests of one PublishStream in flight before the broker stops reading it (HTTP/2 backpressure). */
-export const STREAM_MAX_IN_FLIGHT = 64;
+
+/** How much one PublishStream, and the node, hold before they stop taking more. */
+export interface IngestLimits {
+  /** Requests of one stream received and not yet answered on the wire, past which it is not read. */
+  readonly streamMaxInflight: number;
+  /** Their bytes (see {@link requestBytes}), likewise. */
+  readonly streamMaxInflightBytes: number;
+}
 
 export interface IngestServiceOptions {
   readonly publisher: LogPublisher;
+  readonly streamLimits: IngestLimits;
+  /** The node's budget of in-flight request bytes, shared by every call. */
+  readonly budget: InflightBudget;
   readonly waiter: PersistWaiter;
   readonly limits: ValidationLimits;
   /** Checks the `authorization` metadata of every call and each event's thread. */
@@ -55,10 +67,26 @@ export class IngestService {
   register(server: GrpcServer): void {
     const handlers: IngestHandlers = {
       Publish: (call, callback) => {
+        const bytes = requestBytes(call.request);
+        const { budget } = this.#o;
+        if (!budget.tryTake(bytes)) {
+          callback(
+            this.#toStatus(
+              new RunstreamError(
+                ErrorCode.ResourceExhausted,
+                `this node holds ${budget.held} bytes of publish requests in flight, its maximum ` +
+                  `(RS_INGEST_MAX_INFLIGHT_BYTES=${budget.maxBytes}); retry with backoff`,
+              ),
+              'Publish',
+            ),
+          );
+          return;
+        }
         this.#o.auth
           .authenticate(bearerFromGrpc(call.metadata))
           .then((principal) => this.#issue(call.request, principal))
           .then((issued) => issued.result)
+          .finally(() => budget.release(bytes))
           .then(
             (response) => callback(null, response),
             (err: unknown) => callback(this.#toStatus(err, 'Publish')),
@@ -113,13 +141,55 @@ export class IngestService {
     return { result };
   }
 
+  /**
+   * Requests are issued in order and answered in order. A request counts as in flight from
+   * the moment it is read until its response has been written out (the write's callback):
+   * past the stream's limits, or while the node's budget is full, the stream is not read.
+   * A producer that never reads its acks thus holds at most the stream's limits.
+   */
   #publishStream(call: grpc.ServerDuplexStream<PublishRequest__Output, PublishResponse>): void {
+    const { budget, streamLimits } = this.#o;
     let issueChain: Promise<unknown> = Promise.resolve();
     let respondChain: Promise<void> = Promise.resolve();
-    let inFlight = 0;
+    let inflight = 0;
+    let inflightBytes = 0;
+    let paused = false;
+    let stopWaitingForBudget: (() => void) | undefined;
     let failed = false;
     let ended = false;
     let index = 0;
+    /** Resolvers of response writes not yet called back; all resolved if the call ends first. */
+    const writing = new Set<() => void>();
+    const full = (): boolean =>
+      inflight >= streamLimits.streamMaxInflight ||
+      (inflight > 0 && inflightBytes >= streamLimits.streamMaxInflightBytes) ||
+      budget.full;
+    const pace = (): void => {
+      if (failed || ended) return;
+      if (full()) {
+        if (!paused) {
+          paused = true;
+          call.pause();
+        }
+        if (budget.full && !stopWaitingForBudget) {
+          stopWaitingForBudget = budget.whenFree(() => {
+            stopWaitingForBudget = undefined;
+            pace();
+          });
+        }
+      } else if (paused) {
+        paused = false;
+        call.resume();
+      }
+    };
+    const write = (response: PublishResponse): Promise<void> =>
+      new Promise((resolve) => {
+        writing.add(resolve);
+        call.write(response, () => {
+          writing.delete(resolve);
+          resolve();
+        });
+      });
     // Controls for this stream's runs go out between acks: `control` set, `acks` empty.
     const controls =
       this.#o.controls &&
@@ -129,11 +199,17 @@ export class IngestService {
     const observe = controls && ((records: LogRecord[]) => controls.observe(records));
     // Authenticated once, from the call's metadata; the stream ends when the token expires.
     let stopExpiry = (): void => undefined;
-    const fail = (err: unknown, prefix = ''): void => {
-      if (failed) return;
+    const over = (): void => {
       failed = true;
       stopExpiry();
       controls?.close();
+      stopWaitingForBudget?.();
+      for (const resolve of [...writing]) resolve();
+      writing.clear();
+    };
+    const fail = (err: unknown, prefix = ''): void => {
+      if (failed) return;
+      over();
       const status = this.#toStatus(err, 'PublishStream');
       call.emit('error', { ...status, details: `${prefix}${status.details}` });
     };
@@ -151,17 +227,24 @@ export class IngestService {
     call.on('data', (req: PublishRequest__Output) => {
       if (failed) return;
       const n = index++;
-      if (++inFlight >= STREAM_MAX_IN_FLIGHT) call.pause();
+      const bytes = requestBytes(req);
+      inflight++;
+      inflightBytes += bytes;
+      budget.take(bytes);
+      pace();
       const issued = issueChain.then(async () => this.#issue(req, await principal, observe));
       issueChain = issued.catch(() => undefined);
       respondChain = respondChain.then(async () => {
         try {
           const response = await (await issued).result;
-          if (!failed) call.write(response);
+          if (!failed) await write(response);
         } catch (err) {
           fail(err, `request ${n}: `);
         } finally {
-          if (--inFlight < STREAM_MAX_IN_FLIGHT) call.resume();
+          inflight--;
+          inflightBytes -= bytes;
+          budget.release(bytes);
+          pace();
         }
       });
     });
@@ -173,16 +256,8 @@ export class IngestService {
         ended = true;
       });
     });
-    call.on('error', () => {
-      failed = true;
-      stopExpiry();
-      controls?.close();
-    });
-    call.on('cancelled', () => {
-      failed = true;
-      stopExpiry();
-      controls?.close();
-    });
+    call.on('error', over);
+    call.on('cancelled', over);
   }
 
   #toStatus(err: unknown, method: string): Partial<grpc.StatusObject> {
