@@ -30,6 +30,7 @@ import os from 'node:os';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { OPEN_PRINCIPAL } from '../src/auth/principal.js';
+import { DEFAULT_MAX_PAGE_BYTES } from '../src/config.js';
 import type { CategoryName } from '../src/event.js';
 import { HistoryClient } from '../src/history/client.js';
 import type { Deleter } from '../src/history/deleter.js';
@@ -215,6 +216,7 @@ const sqlHistory = new History({
     },
   } as unknown as pg.Pool,
   deleter: undefined as unknown as Deleter,
+  maxPageBytes: DEFAULT_MAX_PAGE_BYTES,
 });
 
 async function sqlOf(q: EventsReq): Promise<Sql> {

@@ -134,6 +134,7 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
     const history = config.roles.has('fanout')
       ? new History({
           pool,
+          maxPageBytes: config.maxPageBytes,
           deleter: new Deleter({
             pool,
             nc,
@@ -161,6 +162,7 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
           deletions,
           logBounds,
           pageSize: config.catchupPageSize,
+          maxPageBytes: config.maxPageBytes,
           maxBufferedBytes: config.wsMaxBufferedBytes,
           keepAliveMs: config.sseKeepAliveMs,
           maxStreams: config.sseMaxStreams,
@@ -184,6 +186,7 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
       feeds,
       deletions,
       pageSize: config.catchupPageSize,
+      maxPageBytes: config.maxPageBytes,
       maxSubscriptions: config.wsMaxSubscriptions,
       maxBufferedBytes: config.wsMaxBufferedBytes,
       maxPayloadBytes: config.wsMaxPayloadBytes,
@@ -248,6 +251,7 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
           feeds,
           deletions,
           pageSize: config.catchupPageSize,
+          maxPageBytes: config.maxPageBytes,
           maxBufferedBytes: config.grpcSubscribeMaxBufferedBytes,
           maxCalls: config.grpcSubscribeMaxCalls,
           logBounds,

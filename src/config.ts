@@ -33,6 +33,11 @@ export const DEFAULT_PERSIST_BATCH_MAX = 2000;
 export const DEFAULT_PG_POOL_SIZE = 8;
 export const DEFAULT_PERSISTED_ACK_TIMEOUT_MS = 30_000;
 export const DEFAULT_CATCHUP_PAGE_SIZE = 500;
+/**
+ * Bytes of event content and metadata in one page, at most: a History page, a chat view
+ * page, a catch-up read. Under gRPC's default 4 MiB message limit of clients.
+ */
+export const DEFAULT_MAX_PAGE_BYTES = 2 * 1024 * 1024;
 export const DEFAULT_WS_MAX_BUFFERED_BYTES = 16 * 1024 * 1024;
 export const DEFAULT_WS_MAX_PAYLOAD_BYTES = 64 * 1024;
 export const DEFAULT_WS_MAX_SUBSCRIPTIONS = 256;
@@ -80,6 +85,7 @@ export interface Config {
   readonly pgPoolSize: number;
   readonly persistedAckTimeoutMs: number;
   readonly catchupPageSize: number;
+  readonly maxPageBytes: number;
   readonly wsMaxBufferedBytes: number;
   readonly wsMaxPayloadBytes: number;
   readonly wsMaxSubscriptions: number;
@@ -207,6 +213,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
       3_600_000,
     ),
     catchupPageSize: int('RS_CATCHUP_PAGE_SIZE', DEFAULT_CATCHUP_PAGE_SIZE, 1, 100_000),
+    maxPageBytes: int('RS_MAX_PAGE_BYTES', DEFAULT_MAX_PAGE_BYTES, 1024, 1024 * 1024 * 1024),
     wsMaxBufferedBytes: int('RS_WS_MAX_BUFFERED_BYTES', DEFAULT_WS_MAX_BUFFERED_BYTES, 64 * 1024, 2 ** 31),
     wsMaxPayloadBytes: int('RS_WS_MAX_PAYLOAD_BYTES', DEFAULT_WS_MAX_PAYLOAD_BYTES, 1024, 64 * 1024 * 1024),
     wsMaxSubscriptions: int('RS_WS_MAX_SUBSCRIPTIONS', DEFAULT_WS_MAX_SUBSCRIPTIONS, 1, 1_000_000),

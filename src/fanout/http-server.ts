@@ -33,6 +33,7 @@ export interface HttpServerOptions {
   /** Deletion notices for the WebSocket subscriptions (History). */
   readonly deletions?: ThreadFeeds<DeletionNotice> | undefined;
   readonly pageSize: number;
+  readonly maxPageBytes: number;
   readonly maxSubscriptions: number;
   readonly maxBufferedBytes: number;
   readonly maxPayloadBytes: number;
@@ -154,6 +155,7 @@ export class HttpServer implements AsyncDisposable {
         feeds,
         deletions: o.deletions,
         pageSize: o.pageSize,
+        maxPageBytes: o.maxPageBytes,
         maxSubscriptions: o.maxSubscriptions,
         maxBufferedBytes: o.maxBufferedBytes,
         logBounds: o.logBounds,

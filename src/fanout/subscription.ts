@@ -15,7 +15,7 @@ import type { CommittedEvent } from '../log/announcements.js';
 import type { DeletionNotice } from '../log/deletion-notices.js';
 import type { ThreadFeeds } from '../log/thread-feed.js';
 import type { Logger } from '../logger.js';
-import { headSeq, listEventsPage, seqAtOffset } from '../persist/queries.js';
+import { headSeq, readEventsPage, seqAtOffset } from '../persist/queries.js';
 import { isTerminal } from '../run-lifecycle.js';
 import { liveDelivery } from './delivery-turns.js';
 import { type EventFilter, type FilterableEvent, isFiltered, matches } from './filter.js';
@@ -81,13 +81,15 @@ export interface SubscriptionResources {
    */
   readonly deletions?: ThreadFeeds<DeletionNotice> | undefined;
   readonly pageSize: number;
+  /** Bytes of content and metadata one catch-up read holds at most. */
+  readonly maxPageBytes: number;
   readonly log: Logger;
 }
 
 /** The {@link SubscriptionResources} out of a transport's options (which extend them). */
 export function subscriptionResources(o: SubscriptionResources): SubscriptionResources {
-  const { logBounds, pool, feeds, deletions, pageSize, log } = o;
-  return { logBounds, pool, feeds, deletions, pageSize, log };
+  const { logBounds, pool, feeds, deletions, pageSize, maxPageBytes, log } = o;
+  return { logBounds, pool, feeds, deletions, pageSize, maxPageBytes, log };
 }
 
 export interface SubscriptionOptions extends SubscriptionResources {
@@ -213,20 +215,22 @@ export class Subscription {
     const head = await headSeq(pool, this.threadId);
     const upto = this.#filtered ? head : undefined;
     const read = (afterSeq: number) =>
-      listEventsPage(pool, {
+      readEventsPage(pool, {
         threadId: this.threadId,
         afterSeq,
         uptoSeq: upto,
         filter,
         withTerminal: true,
         limit: pageSize,
+        maxBytes: this.#o.maxPageBytes,
       });
     let next = read(this.cursor);
     for (;;) {
       await sink.drained();
       if (this.#closed || sink.closed) return;
-      const page = await next;
-      const full = page.length === pageSize;
+      const { events: page, truncated } = await next;
+      // A page cut at its byte budget is not the end either.
+      const full = page.length === pageSize || truncated;
       // The next page is read while this one is written (it is dropped if the subscription ends).
       if (full) {
         next = read((page[page.length - 1] as StoredEvent).seq);

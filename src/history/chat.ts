@@ -25,7 +25,7 @@
 import type pg from 'pg';
 import type { StoredEvent } from '../event.js';
 import type { EventFilter } from '../fanout/filter.js';
-import { listEventsPage } from '../persist/queries.js';
+import { readEventsPage } from '../persist/queries.js';
 import { pageCursors } from './page-cursors.js';
 import { toolCallsById } from './queries.js';
 
@@ -233,6 +233,11 @@ export interface ChatQuery {
   readonly beforeSeq?: number | undefined;
   /** Most messages in the page. */
   readonly limit: number;
+  /**
+   * Bytes of event content and metadata the page is made of, at most: past them the page
+   * ends, even inside a message, which the next page continues under the same id.
+   */
+  readonly maxBytes?: number | undefined;
 }
 
 export interface ChatPage {
@@ -262,14 +267,20 @@ export async function chatPage(db: pg.Pool, q: ChatQuery): Promise<ChatPage> {
   let after = q.afterSeq;
   let before = q.beforeSeq;
   let hasMore = false;
+  let bytesLeft = q.maxBytes;
   scan: for (;;) {
-    const batch = await listEventsPage(db, {
+    const {
+      events: batch,
+      truncated,
+      bytes,
+    } = await readEventsPage(db, {
       threadId: q.threadId,
       afterSeq: after,
       beforeSeq: before,
       descending,
       filter,
       limit: CHAT_SCAN_BATCH,
+      maxBytes: bytesLeft,
     });
     for (const e of batch) {
       const key = keys.keyOf(e);
@@ -282,6 +293,13 @@ export async function chatPage(db: pg.Pool, q: ChatQuery): Promise<ChatPage> {
       }
       events.push(e);
       eventKeys.push(key);
+    }
+    if (bytesLeft !== undefined) {
+      bytesLeft -= bytes;
+      if (truncated || bytesLeft <= 0) {
+        hasMore = true;
+        break;
+      }
     }
     if (batch.length < CHAT_SCAN_BATCH) break;
     const last = batch[batch.length - 1] as StoredEvent;

@@ -10,7 +10,7 @@ import type pg from 'pg';
 import type { Principal } from '../auth/principal.js';
 import { ErrorCode, PermissionDeniedError, RunstreamError } from '../errors.js';
 import type { CategoryName, StoredEvent } from '../event.js';
-import { listEventsPage } from '../persist/queries.js';
+import { readEventsPage } from '../persist/queries.js';
 import { countMessages, getRun, listRuns, type RunRecord, type RunStatusName } from '../persist/runs.js';
 import { type ChatPage, chatPage } from './chat.js';
 import type { DeleteResult, Deleter } from './deleter.js';
@@ -65,6 +65,8 @@ export interface RunsPage {
 export interface HistoryOptions {
   readonly pool: pg.Pool;
   readonly deleter: Deleter;
+  /** Bytes of event content and metadata one page holds at most (RS_MAX_PAGE_BYTES). */
+  readonly maxPageBytes: number;
 }
 
 export class History {
@@ -77,16 +79,18 @@ export class History {
   async listEvents(p: Principal, q: EventsQuery): Promise<EventsPage> {
     const userId = readScope(p, q.threadId, q.userId);
     const descending = q.beforeSeq !== undefined;
-    const rows = await listEventsPage(this.#o.pool, {
+    const { events: rows, truncated } = await readEventsPage(this.#o.pool, {
       threadId: q.threadId,
       afterSeq: q.afterSeq,
       beforeSeq: q.beforeSeq,
       descending,
       filter: { runId: q.runId, categories: q.categories, eventTypes: q.eventTypes, userId },
       limit: q.limit + 1, // one more than asked: whether there is a next page
+      maxBytes: this.#o.maxPageBytes,
     });
-    const hasMore = rows.length > q.limit;
-    const events = hasMore ? rows.slice(0, q.limit) : rows;
+    // A page cut at its byte budget may hold fewer events than asked; more follow.
+    const hasMore = rows.length > q.limit || truncated;
+    const events = rows.length > q.limit ? rows.slice(0, q.limit) : rows;
     return { events, ...pageCursors(q, events[events.length - 1]?.seq), hasMore };
   }
 
@@ -95,7 +99,11 @@ export class History {
   }
 
   async chat(p: Principal, q: ChatQueryIn): Promise<ChatPage> {
-    return chatPage(this.#o.pool, { ...q, userId: readScope(p, q.threadId, q.userId) });
+    return chatPage(this.#o.pool, {
+      ...q,
+      userId: readScope(p, q.threadId, q.userId),
+      maxBytes: this.#o.maxPageBytes,
+    });
   }
 
   async getRun(p: Principal, threadId: string, runId: string, userId?: string): Promise<RunRecord> {

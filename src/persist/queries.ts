@@ -51,6 +51,19 @@ export interface PageQuery {
   /** With a run filter: also return the run's terminal lifecycle events, whatever the other filters. */
   readonly withTerminal?: boolean;
   readonly limit: number;
+  /**
+   * Bytes of content and metadata the page holds at most: it ends after the event that
+   * reaches them (one event always fits), so that a page of large events stays bounded.
+   */
+  readonly maxBytes?: number | undefined;
+}
+
+/** A page, and whether it ended early at {@link PageQuery.maxBytes} (more may follow). */
+export interface PageRead {
+  readonly events: StoredEvent[];
+  readonly truncated: boolean;
+  /** Bytes of content and metadata in `events` (counted only with a budget; else 0). */
+  readonly bytes: number;
 }
 
 /** Seqs one statement of a page reads at most once its windows have grown (unless the page is larger). */
@@ -78,6 +91,11 @@ type Bounds = { readonly lo: number; readonly hi: number } | 'resolve';
  * the run's first and last seq (`runs`, kept in the persister's transaction).
  */
 export async function listEventsPage(db: pg.Pool | pg.ClientBase, q: PageQuery): Promise<StoredEvent[]> {
+  return (await readEventsPage(db, q)).events;
+}
+
+/** {@link listEventsPage}, saying whether the page was cut at its byte budget. */
+export async function readEventsPage(db: pg.Pool | pg.ClientBase, q: PageQuery): Promise<PageRead> {
   const filtered =
     q.filter.runId !== undefined ||
     q.filter.categories !== undefined ||
@@ -85,22 +103,27 @@ export async function listEventsPage(db: pg.Pool | pg.ClientBase, q: PageQuery):
     q.filter.userId !== undefined;
   let window = Math.min(filtered ? 2 * q.limit : q.limit, Math.max(MAX_WINDOW, q.limit));
   const events: StoredEvent[] = [];
+  let bytes = 0;
   let bounds: Bounds = 'resolve';
   for (;;) {
-    const read = await readWindow(db, q, bounds, window, q.limit - events.length);
-    if (!read) return events; // no such thread (or run) range at all
+    const left = q.maxBytes === undefined ? undefined : q.maxBytes - bytes;
+    const read = await readWindow(db, q, bounds, window, q.limit - events.length, left);
+    if (!read) return { events, truncated: false, bytes }; // no such thread (or run) range at all
     for (const e of read.events) events.push(e);
+    bytes += read.bytes;
+    if (q.maxBytes !== undefined && bytes >= q.maxBytes) return { events, truncated: true, bytes };
     const { lo, hi } = read;
     bounds = q.descending ? { lo, hi: Math.max(lo, hi - window) } : { lo: Math.min(hi, lo + window), hi };
-    if (events.length >= q.limit || bounds.lo >= bounds.hi) return events;
+    if (events.length >= q.limit || bounds.lo >= bounds.hi) return { events, truncated: false, bytes };
     window = Math.min(2 * window, Math.max(MAX_WINDOW, q.limit));
   }
 }
 
 /**
  * One window of a page: the `limit` first rows (last, descending) of (lo, hi] within
- * `window` seqs of lo (of hi). Returns the range it was given or resolved, or undefined when
- * the resolving statement returned no row at all.
+ * `window` seqs of lo (of hi), cut after the row whose content and metadata reach
+ * `maxBytes` when given. Returns the range it was given or resolved, and the bytes the rows
+ * hold, or undefined when the resolving statement returned no row at all.
  */
 async function readWindow(
   db: pg.Pool | pg.ClientBase,
@@ -108,7 +131,8 @@ async function readWindow(
   bounds: Bounds,
   window: number,
   limit: number,
-): Promise<{ events: StoredEvent[]; lo: number; hi: number } | undefined> {
+  maxBytes: number | undefined,
+): Promise<{ events: StoredEvent[]; lo: number; hi: number; bytes: number } | undefined> {
   const values: unknown[] = [q.threadId];
   const param = (v: unknown): string => {
     values.push(v);
@@ -155,16 +179,26 @@ async function readWindow(
   const order = `seq${q.descending ? ' DESC' : ''}`;
   // One statement, one snapshot: the range and the rows are read together (MATERIALIZED: the
   // range is computed once, not inlined into the window's conditions).
-  const { rows } = await db.query<Partial<EventRow> & { lo: string; hi: string }>(
-    `WITH b AS MATERIALIZED (${range}) SELECT b.lo, b.hi, e.* FROM b LEFT JOIN LATERAL (
-       SELECT ${EVENT_COLUMNS} FROM run_events WHERE ${where.join(' AND ')} ORDER BY ${order} LIMIT ${param(limit)}
-     ) e ON true ORDER BY e.${order}`,
+  let rowsSql = `SELECT ${EVENT_COLUMNS} FROM run_events WHERE ${where.join(' AND ')} ORDER BY ${order} LIMIT ${param(limit)}`;
+  if (maxBytes !== undefined) {
+    // Sizes of the rows the LIMIT kept (not of the whole window), summed in page order; a
+    // row goes out while the rows before it hold less than the budget.
+    rowsSql = `SELECT s.* FROM (
+        SELECT r.*, sum(octet_length(r.content) + octet_length(r.metadata)) OVER (ORDER BY r.${order}) AS page_bytes,
+               octet_length(r.content) + octet_length(r.metadata) AS row_bytes
+          FROM (${rowsSql}) r
+      ) s WHERE s.page_bytes - s.row_bytes < ${param(maxBytes)}`;
+  }
+  const { rows } = await db.query<Partial<EventRow> & { lo: string; hi: string; page_bytes?: string }>(
+    `WITH b AS MATERIALIZED (${range}) SELECT b.lo, b.hi, e.* FROM b LEFT JOIN LATERAL (${rowsSql}) e ON true
+      ORDER BY e.${order}`,
     values,
   );
   const first = rows[0];
   if (!first) return undefined;
   const events = first.seq === null ? [] : rows.map((r) => toStored(r as EventRow));
-  return { events, lo: Number(first.lo), hi: Number(first.hi) };
+  const bytes = Number(rows[rows.length - 1]?.page_bytes ?? 0);
+  return { events, lo: Number(first.lo), hi: Number(first.hi), bytes };
 }
 
 /** The seq of a thread's first event at or after a log offset; undefined when there is none yet. */

@@ -8,6 +8,7 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import pg from 'pg';
 import type { Authenticator } from '../../src/auth/principal.js';
 import { OPEN_AUTHENTICATOR } from '../../src/auth/principal.js';
+import { DEFAULT_MAX_PAGE_BYTES } from '../../src/config.js';
 import { HttpServer } from '../../src/fanout/http-server.js';
 import { SseService, type SseServiceOptions } from '../../src/fanout/sse.js';
 import { type CommittedEvent, decodeEvents } from '../../src/log/announcements.js';
@@ -44,6 +45,7 @@ export async function startSseNode(stack: Stack, o: SseNodeOptions = {}): Promis
     feeds,
     logBounds: async () => ({ first: 1, last: Number.MAX_SAFE_INTEGER }),
     pageSize: o.pageSize ?? 50,
+    maxPageBytes: DEFAULT_MAX_PAGE_BYTES,
     maxBufferedBytes: o.maxBufferedBytes ?? 16 * 1024 * 1024,
     keepAliveMs: o.keepAliveMs ?? 15_000,
     maxStreams: o.maxStreams ?? 1000,
@@ -57,6 +59,7 @@ export async function startSseNode(stack: Stack, o: SseNodeOptions = {}): Promis
     pool,
     feeds,
     pageSize: 50,
+    maxPageBytes: DEFAULT_MAX_PAGE_BYTES,
     maxSubscriptions: 16,
     maxBufferedBytes: 16 * 1024 * 1024,
     maxPayloadBytes: 64 * 1024,
