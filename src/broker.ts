@@ -30,6 +30,7 @@ import { ensureLogStream } from './log/streams.js';
 import { Subjects } from './log/subjects.js';
 import { ThreadFeeds } from './log/thread-feed.js';
 import type { Logger } from './logger.js';
+import { deletionHorizon } from './persist/deletions.js';
 import { migrate } from './persist/migrate.js';
 import { Persister } from './persist/persister.js';
 import { gatedPool } from './persist/query-gate.js';
@@ -228,6 +229,7 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
       );
       new IngestService({
         publisher: new LogPublisher(nc, subjects),
+        deletionHorizon: (threadId, runId) => deletionHorizon(pool, threadId, runId),
         budget: new InflightBudget(config.ingestMaxInflightBytes),
         streamLimits: {
           streamMaxInflight: config.publishStreamMaxInflight,

@@ -352,3 +352,32 @@ test('a replay of the log cannot resurrect deleted events: from an old checkpoin
   ingest.close();
   await broker.close();
 });
+
+test('an event id used before a delete is a new event after it, at both ack levels, and a retry of it is a duplicate', async () => {
+  for (const scope of ['thread', 'run'] as const) {
+    const t = randomName('t-');
+    const e = ev(t, 'run-1', 1);
+    const [first] = await stack.client.publish([e], 'PERSISTED');
+    assert.equal(first?.seq, 1);
+    const path = scope === 'thread' ? `/v1/threads/${t}` : `/v1/threads/${t}/runs/run-1`;
+    assert.equal((await http(`${stack.httpUrl}${path}`, { method: 'DELETE' })).status, 200);
+
+    // The identical event again, within JetStream's duplicate window: new, both levels agree.
+    const [accepted] = await stack.client.publish([e], 'ACCEPTED');
+    assert.equal(accepted?.duplicate, false, `${scope}: ACCEPTED says new`);
+    assert.ok((accepted?.offset ?? 0) > (first?.offset ?? 0), `${scope}: a new offset`);
+    const [persisted] = await stack.client.publish([e], 'PERSISTED', 10_000);
+    assert.equal(persisted?.seq, 2, `${scope}: stored above the old head, seq never reused`);
+    assert.equal(persisted?.duplicate, true, `${scope}: the PERSISTED retry is a duplicate of the new event`);
+    assert.equal(persisted?.offset, accepted?.offset);
+    // And it stays one event: again and again, both levels say duplicate of the same.
+    const [again] = await stack.client.publish([e], 'ACCEPTED');
+    assert.deepEqual([again?.duplicate, again?.offset], [true, accepted?.offset]);
+    const rows = (await stack.db.query('SELECT seq FROM run_events WHERE thread_id = $1', [t])).rows;
+    assert.deepEqual(
+      rows.map((r) => Number(r.seq)),
+      [2],
+      `${scope}: stored once`,
+    );
+  }
+});

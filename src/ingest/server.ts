@@ -38,6 +38,8 @@ export interface IngestLimits {
 
 export interface IngestServiceOptions {
   readonly publisher: LogPublisher;
+  /** The log offset up to which a thread's run was deleted (0: never); see {@link IngestService}. */
+  readonly deletionHorizon: (threadId: string, runId: string) => Promise<number>;
   readonly streamLimits: IngestLimits;
   /** The node's budget of in-flight request bytes, shared by every call. */
   readonly budget: InflightBudget;
@@ -124,7 +126,7 @@ export class IngestService {
     }
     const result = (async (): Promise<PublishResponse> => {
       try {
-        const pubAcks = await published;
+        const pubAcks = await this.#republishDeleted(records, await published);
         if (pending) return { acks: await pending.wait(pubAcks) };
         const acks: EventAck[] = pubAcks.map((a, i) => ({
           event_id: records[i]?.event_id,
@@ -139,6 +141,40 @@ export class IngestService {
     })();
     result.catch(() => undefined); // observed by the caller; never an unhandled rejection
     return { result };
+  }
+
+  /**
+   * JetStream drops a message whose id it saw within its duplicate window, even when the
+   * events it carried have since been deleted (a purge does not clear the window). The
+   * rule is that an event accepted after its thread (run) was deleted is a new event: so a
+   * duplicate whose original offset is at or below the deletion horizon is published again
+   * under an id naming the horizon. A retry after the same delete is then a duplicate of
+   * that one (a real duplicate: above the horizon); after a later delete, new again.
+   * Messages are one thread and run each, so all records of one share their ack.
+   */
+  async #republishDeleted(records: readonly LogRecord[], acks: LogAck[]): Promise<LogAck[]> {
+    if (!acks.some((a) => a.duplicate)) return acks;
+    const byOffset = new Map<number, number[]>();
+    acks.forEach((a, i) => {
+      if (!a.duplicate) return;
+      const list = byOffset.get(a.seq);
+      if (list) list.push(i);
+      else byOffset.set(a.seq, [i]);
+    });
+    const fixed = [...acks];
+    for (const [offset, indexes] of byOffset) {
+      const first = records[indexes[0] as number] as LogRecord;
+      const horizon = await this.#o.deletionHorizon(first.thread_id, first.run_id);
+      if (offset > horizon) continue; // the original is alive: a real duplicate
+      const again = await this.#o.publisher.publish(
+        indexes.map((i) => records[i] as LogRecord),
+        `~${horizon}`,
+      );
+      indexes.forEach((i, k) => {
+        fixed[i] = again[k] as LogAck;
+      });
+    }
+    return fixed;
   }
 
   /**

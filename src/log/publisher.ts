@@ -68,10 +68,12 @@ export class LogPublisher {
   /**
    * Queues the records' messages (so that callers can order batches by the order of their
    * calls) and returns the promise of one ack per record, in input order: the ack of the
-   * message that carries it.
+   * message that carries it. `msgIdSuffix` makes the messages' ids differ from an earlier
+   * publish of the same events (see ingest's republish of deleted events).
    */
-  publish(records: readonly LogRecord[]): Promise<LogAck[]> {
-    const messages = encodeLogMessages(records, maxBodyBytes(this.nc));
+  publish(records: readonly LogRecord[], msgIdSuffix = ''): Promise<LogAck[]> {
+    let messages = encodeLogMessages(records, maxBodyBytes(this.nc));
+    if (msgIdSuffix !== '') messages = messages.map((m) => ({ ...m, msgId: `${m.msgId}${msgIdSuffix}` }));
     const acks = messages.map((m) => this.#enqueue(m));
     return Promise.all(acks).then(
       (messageAcks) => {

@@ -142,3 +142,23 @@ export function deleteRows(pool: pg.Pool, q: DeleteRowsQuery): Promise<DeletedRo
     }
   });
 }
+
+/**
+ * The offset up to which a thread's run is deleted: the higher of the thread's deletion
+ * horizon and the run's (0 when neither was ever deleted).
+ */
+export async function deletionHorizon(
+  db: pg.Pool | pg.ClientBase,
+  threadId: string,
+  runId: string,
+): Promise<number> {
+  const { rows } = await db.query<{ upto: string }>({
+    name: 'rs_deletion_horizon',
+    text: `SELECT GREATEST(
+             COALESCE((SELECT deleted_upto_offset FROM thread_heads WHERE thread_id = $1), 0),
+             COALESCE((SELECT deleted_upto_offset FROM run_deletions WHERE thread_id = $1 AND run_id = $2), 0)
+           )::int8 AS upto`,
+    values: [threadId, runId],
+  });
+  return Number(rows[0]?.upto ?? 0);
+}
