@@ -72,7 +72,8 @@ export interface Crash {
  */
 export class FuzzBroker implements AsyncDisposable {
   readonly servers: Servers;
-  readonly config: Config;
+  #config: Config;
+  readonly #overrides: Partial<Config> | undefined;
   readonly #env: Record<string, string>;
   #proc: BrokerProcess;
   #stderr = '';
@@ -81,9 +82,16 @@ export class FuzzBroker implements AsyncDisposable {
   #exited: Promise<void> = Promise.resolve();
   readonly crashes: Crash[] = [];
 
-  private constructor(servers: Servers, config: Config, env: Record<string, string>, proc: BrokerProcess) {
+  private constructor(
+    servers: Servers,
+    config: Config,
+    overrides: Partial<Config> | undefined,
+    env: Record<string, string>,
+    proc: BrokerProcess,
+  ) {
     this.servers = servers;
-    this.config = config;
+    this.#config = config;
+    this.#overrides = overrides;
     this.#env = env;
     this.#proc = proc;
     this.#watch();
@@ -97,7 +105,7 @@ export class FuzzBroker implements AsyncDisposable {
     // LOG_LEVEL stays info: spawnBroker waits for the "runstream started" info line.
     const env = { ...opts.env };
     const proc = await spawnBroker(config, env);
-    const b = new FuzzBroker(servers, config, env, proc);
+    const b = new FuzzBroker(servers, config, opts.config, env, proc);
     await b.#warm();
     return b;
   }
@@ -127,6 +135,10 @@ export class FuzzBroker implements AsyncDisposable {
       async () => (await fetch(`${this.httpUrl}/readyz`).catch(() => undefined))?.status === 200,
       { what: 'broker /readyz', timeoutMs: 30_000 },
     );
+  }
+
+  get config(): Config {
+    return this.#config;
   }
 
   get pid(): number {
@@ -196,10 +208,23 @@ export class FuzzBroker implements AsyncDisposable {
     await new Promise((r) => setImmediate(r)); // let 'exit' and the last output arrive
     const crash: Crash = { pid: this.pid, exit: this.#exit ?? 'exited', stderr: this.#stderr.slice(-4000) };
     this.crashes.push(crash);
-    this.#proc = await spawnBroker(this.config, this.#env);
+    this.#proc = await spawnBroker(this.#config, this.#env);
     this.#watch();
     await this.#warm();
     return crash;
+  }
+
+  /**
+   * Kills the broker and starts a new one on the same servers with a new JetStream stream
+   * and subject prefix: nothing the old one took into its log reaches the new one (for a
+   * message that wedges the persister).
+   */
+  async respawnFresh(): Promise<void> {
+    if (this.alive) await this.#proc.kill();
+    this.#config = brokerConfig(this.servers, this.#overrides);
+    this.#proc = await spawnBroker(this.#config, this.#env);
+    this.#watch();
+    await this.#warm();
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
