@@ -910,6 +910,7 @@ test('SSE property: LangGraph join queries and Last-Event-ID values get a 400 na
           cancels++;
           await waitFor(async () => headOf(await rowsOf(LG_THREAD)) > head, {
             what: 'the cancel_requested event of a cancel_on_disconnect join',
+            timeoutMs: 30_000,
           }).catch((err: unknown) =>
             findings.fail('join: cancel_on_disconnect stored no cancel', String(err)),
           );

@@ -430,6 +430,11 @@ function subscribeAnswerProblems(
 /** A JSON token that JSON.stringify cannot make: written into the frame text as is. */
 class Raw {
   constructor(readonly text: string) {}
+  /** How fast-check prints it in a counterexample: long ones abbreviated. */
+  [fc.toStringMethod](): string {
+    const t = this.text;
+    return t.length <= 60 ? `Raw(${t})` : `Raw(${t.length} chars: ${t.slice(0, 24)}…${t.slice(-24)})`;
+  }
 }
 const RAW_NUMBERS = [
   'NaN',
@@ -623,6 +628,7 @@ const CORPUS: readonly { name: string; text: string | Buffer; binary?: boolean }
   { name: 'no type', text: '{"id":"x"}' },
   { name: 'unknown type', text: '{"type":"publish","id":"x"}' },
   { name: 'type is an object', text: '{"type":{"a":1},"id":"x"}' },
+  { name: 'type nested 5 000 deep', text: `{"type":${'['.repeat(5000)}${']'.repeat(5000)},"id":"x"}` },
   { name: 'type nested 30 000 deep', text: `{"type":${'['.repeat(30_000)}${']'.repeat(30_000)},"id":"x"}` },
   {
     name: 'categories nested 30 000 deep',
