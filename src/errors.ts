@@ -11,6 +11,7 @@ export const ErrorCode = {
   TokenExpired: 'RS_ERR_TOKEN_EXPIRED',
   OriginNotAllowed: 'RS_ERR_ORIGIN_NOT_ALLOWED',
   NotFound: 'RS_ERR_NOT_FOUND',
+  MethodNotAllowed: 'RS_ERR_METHOD_NOT_ALLOWED',
   CursorAhead: 'RS_ERR_CURSOR_AHEAD',
   OffsetExpired: 'RS_ERR_OFFSET_EXPIRED',
   Unavailable: 'RS_ERR_UNAVAILABLE',
@@ -36,6 +37,7 @@ export const ERROR_TABLE: Readonly<Record<ErrorCode, Mapping>> = {
   RS_ERR_TOKEN_EXPIRED: { grpc: GrpcStatus.UNAUTHENTICATED, http: 401, ws: 'token_expired' },
   RS_ERR_ORIGIN_NOT_ALLOWED: { grpc: GrpcStatus.PERMISSION_DENIED, http: 403, ws: 'origin_not_allowed' },
   RS_ERR_NOT_FOUND: { grpc: GrpcStatus.NOT_FOUND, http: 404, ws: 'not_found' },
+  RS_ERR_METHOD_NOT_ALLOWED: { grpc: GrpcStatus.UNIMPLEMENTED, http: 405, ws: 'method_not_allowed' },
   RS_ERR_CURSOR_AHEAD: { grpc: GrpcStatus.OUT_OF_RANGE, http: 416, ws: 'cursor_ahead' },
   RS_ERR_OFFSET_EXPIRED: { grpc: GrpcStatus.OUT_OF_RANGE, http: 410, ws: 'offset_expired' },
   RS_ERR_UNAVAILABLE: { grpc: GrpcStatus.UNAVAILABLE, http: 503, ws: 'unavailable' },
@@ -65,6 +67,22 @@ export class RunstreamError extends Error {
   get wsCode(): string {
     return ERROR_TABLE[this.code].ws;
   }
+}
+
+/** Longest quote of a client's value in an error message. */
+const MAX_QUOTE_CHARS = 100;
+
+/**
+ * A client's value, quoted for an error message: short, and never by serialising a
+ * structure (a 5,000-deep array would overflow JSON.stringify's stack).
+ */
+export function quote(v: unknown): string {
+  if (typeof v === 'string') {
+    return JSON.stringify(v.length > MAX_QUOTE_CHARS ? `${v.slice(0, MAX_QUOTE_CHARS)}…` : v);
+  }
+  if (v === null || typeof v === 'number' || typeof v === 'boolean') return String(v);
+  if (Array.isArray(v)) return 'an array';
+  return v === undefined ? 'nothing' : `a${typeof v === 'object' ? 'n object' : ` ${typeof v}`}`;
 }
 
 /** Bad input; `field` is a path such as `events[3].content_json`. */

@@ -261,9 +261,37 @@ function targetOf(x: Pick<Targeted, 'route' | 't' | 'r' | 'query'>): string {
   return `${x.route.template.replace('{t}', x.t).replace('{r}', x.r)}${x.query}`;
 }
 
+/** Characters RFC 3986 allows in a path (a `%` escape's validity is the segment decoder's to judge). */
+const PATH_CHARS = /^[A-Za-z0-9\-._~!$&'()*+,;=:@/%]*$/;
+
+/** A target whose path holds other characters is refused whole: 400 naming `request-target`. */
+function badPathChars(target: string): Expectation | undefined {
+  if (!target.startsWith('/')) {
+    // Absolute-form (a proxy's) keeps its path; anything else (`*`, a bare word) is no path.
+    if (/^https?:\/\//i.test(target)) return undefined;
+    return {
+      status: [400],
+      fields: ['request-target'],
+      why: 'a target that is no origin- or absolute-form',
+      wellFormed: false, // Node's parser may refuse it first
+    };
+  }
+  const end = target.search(/[?#]/);
+  const path = end < 0 ? target : target.slice(0, end);
+  if (PATH_CHARS.test(path)) return undefined;
+  return {
+    status: [400],
+    fields: ['request-target'],
+    why: 'a path with characters RFC 3986 forbids there',
+    wellFormed: false, // Node's parser may refuse it first
+  };
+}
+
 /** The expected answer of a well-formed request to a route, from the documented rules. */
 function expectationOf(x: Targeted): Expectation | undefined {
   const target = targetOf(x);
+  const refused = badPathChars(target);
+  if (refused) return refused;
   const url = new URL(target, 'http://localhost');
   // Only when the URL parser leaves the path as written is the route the one we aimed at.
   if (url.pathname !== target.split('?')[0]) return undefined;
@@ -286,8 +314,8 @@ function expectationOf(x: Targeted): Expectation | undefined {
     case 'probe':
       return { status: [200], why: 'a probe' };
     case 'cancel': {
+      // The path is checked before the body: either may be the one named.
       const bodyFault = cancelBodyFault(x.body);
-      if (bodyFault === 'body') return { status: [400], fields: ['body'], why: 'a bad cancel body' };
       const faults = [...badSegs, ...(bodyFault ? [bodyFault] : [])];
       if (faults.length > 0) return { status: [400], fields: faults, why: 'a bad cancel request' };
       if (x.t === THREAD && x.r === RUN) return { status: [202], why: 'a cancel of a running run' };
@@ -808,6 +836,8 @@ function upgradeRequest(u: UpgradeCase): HttpCase {
 
 /** An upgrade to /v1/ws with every handshake header right is accepted (101); anything else is refused with a 4xx. */
 function upgradeExpectation(u: UpgradeCase): Expectation {
+  const refused = badPathChars(u.target);
+  if (refused) return refused;
   let path: string | undefined;
   try {
     path = new URL(u.target, 'http://localhost').pathname;

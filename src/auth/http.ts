@@ -35,6 +35,7 @@ const REASONS: Readonly<Record<number, string>> = {
   401: 'Unauthorized',
   403: 'Forbidden',
   404: 'Not Found',
+  405: 'Method Not Allowed',
   500: 'Internal Server Error',
   503: 'Service Unavailable',
 };

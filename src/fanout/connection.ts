@@ -7,6 +7,7 @@ import {
   ErrorCode,
   InvalidArgumentError,
   PermissionDeniedError,
+  quote,
   RunstreamError,
   toRunstreamError,
 } from '../errors.js';
@@ -202,7 +203,7 @@ export class Connection implements SubscriptionSink {
         default:
           throw new InvalidArgumentError(
             'type',
-            `must be "subscribe", "unsubscribe" or "cancel" (got ${JSON.stringify(msg.type)})`,
+            `must be "subscribe", "unsubscribe" or "cancel" (got ${quote(msg.type)})`,
           );
       }
     } catch (err) {

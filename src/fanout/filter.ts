@@ -4,7 +4,7 @@
  * subscription has passed, delivered or skipped.
  */
 
-import { InvalidArgumentError } from '../errors.js';
+import { InvalidArgumentError, quote } from '../errors.js';
 import { CATEGORIES, type CategoryName } from '../event.js';
 import { EVENT_TYPE_PATTERN, ID_PATTERN } from '../ingest/validate.js';
 
@@ -69,7 +69,7 @@ export function parseFilter(msg: Record<string, unknown>): EventFilter {
     }
     for (const v of raw) {
       if (typeof v !== 'string' || !check(v))
-        throw new InvalidArgumentError(field, `${JSON.stringify(v)} is not ${expected}`);
+        throw new InvalidArgumentError(field, `${quote(v)} is not ${expected}`);
     }
     return raw as string[];
   };

@@ -83,6 +83,11 @@ export class HttpServer implements AsyncDisposable {
       perMessageDeflate: false,
       maxPayload: o.maxPayloadBytes,
     });
+    // CONNECT asks for a tunnel: without a listener Node drops the connection unanswered.
+    this.#server.on('connect', (_req, socket: Duplex) => {
+      socket.on('error', () => socket.destroy());
+      rejectUpgrade(socket, new RunstreamError(ErrorCode.MethodNotAllowed, 'CONNECT is not served here'));
+    });
     this.#server.on('upgrade', (req, socket, head) => {
       // A peer that resets mid-upgrade must not crash the process; nor may anything below.
       const onSocketError = (): void => {

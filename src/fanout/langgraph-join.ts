@@ -16,7 +16,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { requireCancel } from '../auth/http.js';
 import type { Principal } from '../auth/principal.js';
-import { ErrorCode, InvalidArgumentError, type RunstreamError } from '../errors.js';
+import { ErrorCode, InvalidArgumentError, quote, type RunstreamError } from '../errors.js';
 import { type HttpRoute, sendError, sendJson } from '../http/util.js';
 import { headSeq } from '../persist/queries.js';
 import { isTerminal } from '../run-lifecycle.js';
@@ -177,10 +177,7 @@ export function parseStreamModes(url: URL): ReadonlySet<StreamMode> | undefined 
   });
   for (const v of values) {
     if (typeof v !== 'string' || !(STREAM_MODES as readonly string[]).includes(v)) {
-      throw new InvalidArgumentError(
-        'stream_mode',
-        `${JSON.stringify(v)} is not one of ${STREAM_MODES.join(', ')}`,
-      );
+      throw new InvalidArgumentError('stream_mode', `${quote(v)} is not one of ${STREAM_MODES.join(', ')}`);
     }
   }
   return new Set(values as StreamMode[]);

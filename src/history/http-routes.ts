@@ -6,7 +6,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { type Authenticator, bearerFromHttp, type Principal } from '../auth/principal.js';
-import { InvalidArgumentError } from '../errors.js';
+import { InvalidArgumentError, quote } from '../errors.js';
 import { type HttpRoute, intParam, sendError, sendJson } from '../http/util.js';
 import type { EventsPage, History } from './history.js';
 import {
@@ -86,7 +86,7 @@ function viewOf(url: URL): 'events' | 'chat' {
   const v = url.searchParams.get('view');
   if (v === null || v === '' || v === 'events') return 'events';
   if (v === 'chat') return 'chat';
-  throw new InvalidArgumentError('view', `must be "events" or "chat" (got ${JSON.stringify(v)})`);
+  throw new InvalidArgumentError('view', `must be "events" or "chat" (got ${quote(v)})`);
 }
 
 /** A route body for a thread, or one run of it (`runId`). */

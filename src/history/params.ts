@@ -2,7 +2,7 @@
  * Validation of History parameters, shared by gRPC and HTTP so both refuse the same
  * input with the same `<field>: <problem>` message.
  */
-import { InvalidArgumentError } from '../errors.js';
+import { InvalidArgumentError, quote } from '../errors.js';
 import { CATEGORIES, type CategoryName } from '../event.js';
 import { MAX_FILTER_VALUES } from '../fanout/filter.js';
 import { EVENT_TYPE_PATTERN, ID_PATTERN } from '../ingest/validate.js';
@@ -56,7 +56,7 @@ function list<T extends string>(
     throw new InvalidArgumentError(field, `at most ${MAX_FILTER_VALUES} values`);
   }
   for (const v of raw) {
-    if (!check(v)) throw new InvalidArgumentError(field, `${JSON.stringify(v)} is not ${expected}`);
+    if (!check(v)) throw new InvalidArgumentError(field, `${quote(v)} is not ${expected}`);
   }
   return raw as T[];
 }

@@ -42,22 +42,25 @@ export function intParam(url: URL, name: string, fallback: number, min: number, 
 /** Longest request target quoted back in an error message. */
 const QUOTED_TARGET_CHARS = 200;
 
-/** A path of RFC 3986 characters: unreserved, sub-delims, `:`, `@`, `/`, and well-formed `%XX`. */
-const PATH_PATTERN = /^(?:[A-Za-z0-9\-._~!$&'()*+,;=:@/]|%[0-9A-Fa-f]{2})*$/;
+/**
+ * A path of RFC 3986 characters: unreserved, sub-delims, `:`, `@`, `/` and `%` (whether a
+ * `%` starts a good escape is for the route's segment decoder to say, naming its segment).
+ */
+const PATH_PATTERN = /^[A-Za-z0-9\-._~!$&'()*+,;=:@/%]*$/;
 
 /**
  * The request's target as a URL on a fixed origin. An origin-form target (`/path?query`) is
  * appended to the origin, never resolved against it, so `//host/x` stays the path
  * `//host/x` (resolved, `host` would become an authority, and `//[` throws). An
  * absolute-form target (sent to proxies) keeps only its path and query. A path holding a
- * character RFC 3986 does not allow there (`[`, `{`, a space, a bare `%`) is refused.
- * @throws InvalidArgumentError (400) naming the request target.
+ * character RFC 3986 does not allow there (`[`, `{`, `\\`, `^`) is refused.
+ * @throws InvalidArgumentError (400) naming the `request-target`.
  */
 export function requestUrl(req: Pick<IncomingMessage, 'url'>): URL {
   const target = req.url ?? '/';
   const bad = (): InvalidArgumentError =>
     new InvalidArgumentError(
-      'request target',
+      'request-target',
       `${JSON.stringify(target.slice(0, QUOTED_TARGET_CHARS))} is not a valid path`,
     );
   let url: URL;

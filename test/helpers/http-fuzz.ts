@@ -131,7 +131,7 @@ export function judge(
       if (e.status && !e.status.includes(res.status)) {
         problems.push(`status ${res.status}, expected ${e.status.join(' or ')} (${e.why})`);
       }
-      if (e.fields && res.status === 400 && ctype.startsWith('application/json')) {
+      if (e.fields && res.status === 400 && ctype.startsWith('application/json') && c.method !== 'HEAD') {
         const msg = (JSON.parse(text) as { error?: { message?: string } }).error?.message ?? '';
         const field = FIELD_MESSAGE.exec(msg)?.[1];
         if (field === undefined || !e.fields.includes(field)) {
