@@ -161,3 +161,35 @@ test('a token for one thread cannot read another; no token is refused', async ()
     anon.close();
   }
 });
+
+test('the LangGraph run routes apply the user scope too: another user’s run is not found, its events never streamed', async () => {
+  const X = randomName('lg-');
+  const ingest = new IngestClient(stack.grpcTarget, { token: admin });
+  await ingest.publish(
+    [ev(X, 'ra', 1, { user: 'alice' }), ev(X, 'rb', 1, { user: 'bob' }), ev(X, 'rb', 2, { user: 'bob' })],
+    'PERSISTED',
+  );
+  ingest.close();
+  const asAlice = { authorization: `Bearer ${alice}` };
+  // Her own run: its status.
+  const mine = await fetch(`${stack.httpUrl}/threads/${X}/runs/ra`, { headers: asAlice });
+  assert.equal(mine.status, 200);
+  // Bob's run of the same thread: 404, as History's GetRun says, with nothing of it told.
+  const bobs = await fetch(`${stack.httpUrl}/threads/${X}/runs/rb`, { headers: asAlice });
+  assert.equal(bobs.status, 404);
+  const body = await bobs.text();
+  assert.doesNotMatch(body, /assistant_id|status/);
+  const history = await http(`${stack.httpUrl}/v1/threads/${X}/runs/rb`, { token: alice });
+  assert.equal(history.status, 404);
+  // Nor can she join it from its start (Last-Event-ID -1 replays the run whole).
+  const join = await fetch(`${stack.httpUrl}/threads/${X}/runs/rb/stream`, {
+    headers: { ...asAlice, 'last-event-id': '-1' },
+  });
+  assert.equal(join.status, 404);
+  await join.body?.cancel();
+  // The admin sees Bob's run.
+  const admins = await fetch(`${stack.httpUrl}/threads/${X}/runs/rb`, {
+    headers: { authorization: `Bearer ${admin}` },
+  });
+  assert.equal(admins.status, 200);
+});

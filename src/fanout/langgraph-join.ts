@@ -16,9 +16,11 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { requireCancel } from '../auth/http.js';
 import type { Principal } from '../auth/principal.js';
-import { ErrorCode, InvalidArgumentError, quote, type RunstreamError } from '../errors.js';
+import { scopedFilter } from '../auth/scope.js';
+import { ErrorCode, InvalidArgumentError, quote, RunstreamError } from '../errors.js';
 import { type HttpRoute, sendError, sendJson } from '../http/util.js';
 import { headSeq } from '../persist/queries.js';
+import { getRun } from '../persist/runs.js';
 import { isTerminal } from '../run-lifecycle.js';
 import { eventJsonParts } from './event-json-parts.js';
 import { finalStatus, runSummary, runTerminal } from './run-status.js';
@@ -231,6 +233,16 @@ function runRoute(
         const threadId = pathId(match[1], 'thread_id');
         const runId = pathId(match[2], 'run_id');
         const principal = await authorizeLangGraph(svc, req, url, threadId);
+        // A user-scoped token sees only its user's runs, as History's GetRun: another's is not found.
+        if (
+          principal.userId !== undefined &&
+          !(await getRun(svc.options.pool, threadId, runId, principal.userId))
+        ) {
+          throw new RunstreamError(
+            ErrorCode.NotFound,
+            `thread ${threadId} has no run ${runId} of user ${principal.userId}`,
+          );
+        }
         await serve({ threadId, runId, principal }, req, res, url);
       } catch (err) {
         sendError(res, err);
@@ -277,7 +289,7 @@ async function handleJoin(
     res,
     threadId,
     start: { kind: 'after_seq', seq: afterSeq },
-    filter: { runId, categories: undefined, eventTypes: undefined },
+    filter: scopedFilter({ runId, categories: undefined, eventTypes: undefined }, principal),
     dialect,
     principal,
     headers,
