@@ -10,6 +10,7 @@ import type { Config } from './config.js';
 import { cancelRoute } from './fanout/cancel-route.js';
 import { GrpcSubscribeService } from './fanout/grpc-subscribe.js';
 import { HttpServer } from './fanout/http-server.js';
+import { LiveSubscriptions } from './fanout/live-subscriptions.js';
 import { SseService } from './fanout/sse.js';
 import type { LogBounds } from './fanout/subscription.js';
 import { GrpcServer } from './grpc/server.js';
@@ -26,6 +27,7 @@ import { connectNats, maxBodyBytes } from './log/connection.js';
 import { type DeletionNotice, decodeDeletion } from './log/deletion-notices.js';
 import { LOG_EVENT_OVERHEAD_BYTES, LOG_MESSAGE_OVERHEAD_BYTES } from './log/log-batch.js';
 import { LogPublisher } from './log/publisher.js';
+import { Resync } from './log/resync.js';
 import { ensureLogStream } from './log/streams.js';
 import { Subjects } from './log/subjects.js';
 import { ThreadFeeds } from './log/thread-feed.js';
@@ -123,10 +125,18 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
     const feeds = config.roles.has('fanout')
       ? new ThreadFeeds<CommittedEvent[]>(nc, (t) => subjects.events(t), decodeEvents, log)
       : undefined;
+    // After a NATS reconnect (this process's, or a peer's), what core NATS may have lost is
+    // looked up in Postgres: live subscriptions catch up to their heads, PERSISTED requests
+    // look their events up.
+    const resync = new Resync(nc, subjects.resync, log.child({ stage: 'resync' }));
+    resync.start();
+    closers.push(async () => resync.close());
     // Subscriber reads (catch-up of WebSocket, SSE, gRPC Subscribe) queue in-process for a share
     // of the pool, so a resubscribe storm waits its turn instead of timing out, and the
     // persister and ingest keep connections of their own.
     const readPool = gatedPool(pool, Math.max(1, config.pgPoolSize - 2));
+    const live = feeds ? new LiveSubscriptions(readPool, log.child({ stage: 'resync' })) : undefined;
+    if (live) resync.onResync(() => live.resync());
     // Deletion notices end the subscriptions on a deleted thread or run (History).
     const deletions = feeds
       ? new ThreadFeeds<DeletionNotice>(nc, (t) => subjects.deletions(t), decodeDeletion, log)
@@ -164,6 +174,7 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
           logBounds,
           pageSize: config.catchupPageSize,
           maxPageBytes: config.maxPageBytes,
+          live,
           maxBufferedBytes: config.wsMaxBufferedBytes,
           keepAliveMs: config.sseKeepAliveMs,
           maxStreams: config.sseMaxStreams,
@@ -188,6 +199,7 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
       deletions,
       pageSize: config.catchupPageSize,
       maxPageBytes: config.maxPageBytes,
+      live,
       maxSubscriptions: config.wsMaxSubscriptions,
       maxBufferedBytes: config.wsMaxBufferedBytes,
       maxPayloadBytes: config.wsMaxPayloadBytes,
@@ -227,6 +239,14 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
         log,
         RECEIPT_LINGER_MS,
       );
+      const waiter = new PersistWaiter(receipts, pool, config.persistedAckTimeoutMs);
+      resync.onResync(() => {
+        waiter
+          .recheck()
+          .catch((err: unknown) =>
+            log.warn({ err: (err as Error).message }, 'resync: could not look up waiting PERSISTED events'),
+          );
+      });
       new IngestService({
         publisher: new LogPublisher(nc, subjects),
         deletionHorizon: (threadId, runId) => deletionHorizon(pool, threadId, runId),
@@ -235,7 +255,7 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
           streamMaxInflight: config.publishStreamMaxInflight,
           streamMaxInflightBytes: config.publishStreamMaxInflightBytes,
         },
-        waiter: new PersistWaiter(receipts, pool, config.persistedAckTimeoutMs),
+        waiter,
         limits: {
           ...config,
           maxJsonDepth: config.testLoosenValidation.has('json-depth')
@@ -254,6 +274,7 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
           deletions,
           pageSize: config.catchupPageSize,
           maxPageBytes: config.maxPageBytes,
+          live,
           maxBufferedBytes: config.grpcSubscribeMaxBufferedBytes,
           maxCalls: config.grpcSubscribeMaxCalls,
           logBounds,

@@ -20,6 +20,7 @@ import type { ThreadFeeds } from '../log/thread-feed.js';
 import type { Logger } from '../logger.js';
 import { CLOSE_TRY_AGAIN_LATER, Connection } from './connection.js';
 import { errorFrame } from './frames.js';
+import type { LiveSubscriptions } from './live-subscriptions.js';
 import type { LogBounds } from './subscription.js';
 
 export const WS_PATH = '/v1/ws';
@@ -34,6 +35,7 @@ export interface HttpServerOptions {
   readonly deletions?: ThreadFeeds<DeletionNotice> | undefined;
   readonly pageSize: number;
   readonly maxPageBytes: number;
+  readonly live?: LiveSubscriptions | undefined;
   readonly maxSubscriptions: number;
   readonly maxBufferedBytes: number;
   readonly maxPayloadBytes: number;
@@ -161,6 +163,7 @@ export class HttpServer implements AsyncDisposable {
         deletions: o.deletions,
         pageSize: o.pageSize,
         maxPageBytes: o.maxPageBytes,
+        live: o.live,
         maxSubscriptions: o.maxSubscriptions,
         maxBufferedBytes: o.maxBufferedBytes,
         logBounds: o.logBounds,

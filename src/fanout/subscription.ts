@@ -19,6 +19,7 @@ import { headSeq, readEventsPage, seqAtOffset } from '../persist/queries.js';
 import { isTerminal } from '../run-lifecycle.js';
 import { liveDelivery } from './delivery-turns.js';
 import { type EventFilter, type FilterableEvent, isFiltered, matches } from './filter.js';
+import type { LiveSubscriptions } from './live-subscriptions.js';
 import { runTerminal } from './run-status.js';
 
 /**
@@ -83,13 +84,15 @@ export interface SubscriptionResources {
   readonly pageSize: number;
   /** Bytes of content and metadata one catch-up read holds at most. */
   readonly maxPageBytes: number;
+  /** Where live subscriptions are listed, to be told their thread's head after a NATS reconnect. */
+  readonly live?: LiveSubscriptions | undefined;
   readonly log: Logger;
 }
 
 /** The {@link SubscriptionResources} out of a transport's options (which extend them). */
 export function subscriptionResources(o: SubscriptionResources): SubscriptionResources {
-  const { logBounds, pool, feeds, deletions, pageSize, maxPageBytes, log } = o;
-  return { logBounds, pool, feeds, deletions, pageSize, maxPageBytes, log };
+  const { logBounds, pool, feeds, deletions, pageSize, maxPageBytes, live, log } = o;
+  return { logBounds, pool, feeds, deletions, pageSize, maxPageBytes, live, log };
 }
 
 export interface SubscriptionOptions extends SubscriptionResources {
@@ -114,6 +117,8 @@ export class Subscription {
   #o: SubscriptionOptions;
   #live = false;
   #repairing = false;
+  /** A resync came while catch-up or a repair ran: look again once it is over. */
+  #resyncPending = false;
   #closed = false;
   #buffer: CommittedEvent[] = [];
   /** Live announcements waiting for this subscription's turn in {@link liveDelivery}. */
@@ -196,10 +201,32 @@ export class Subscription {
       }
       this.#o.sink.live(this, this.cursor);
       this.#live = true;
+      this.#o.live?.add(this);
       await this.#drainBuffer();
     } catch (err) {
       this.#fail(err);
     }
+  }
+
+  /**
+   * NATS may have lost announcements (a reconnect): the thread's head is `head`. Behind it,
+   * the subscription catches up from Postgres as it does for a hole.
+   */
+  resync(head: number): void {
+    if (this.#closed) return;
+    if (!this.#live || this.#repairing) {
+      this.#resyncPending = true;
+      return;
+    }
+    if (head > this.cursor) this.#repair();
+  }
+
+  #repair(): void {
+    this.#repairing = true;
+    void (async () => {
+      await this.#catchUp();
+      await this.#drainBuffer();
+    })().catch((err: unknown) => this.#fail(err));
   }
 
   /**
@@ -357,6 +384,10 @@ export class Subscription {
       }
     }
     this.#repairing = false;
+    if (this.#resyncPending && !this.#closed) {
+      this.#resyncPending = false;
+      this.#repair(); // reads the head itself; nothing to send if there is nothing new
+    }
   }
 
   #fail(err: unknown): void {
@@ -387,6 +418,7 @@ export class Subscription {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
+    this.#o.live?.delete(this);
     this.#o.onClose(this);
     this.#buffer = [];
     this.#pending = [];

@@ -95,7 +95,26 @@ export class PersistWaiter {
   get size(): number {
     return this.#threads.size;
   }
+
+  /**
+   * Receipts may have been lost (NATS reconnected): looks every waiting event up in
+   * Postgres, and answers those committed meanwhile as their receipt would have.
+   */
+  async recheck(): Promise<void> {
+    for (const [threadId, w] of [...this.#threads]) {
+      const ids = [...w.byEvent.keys()];
+      for (let i = 0; i < ids.length; i += RECHECK_IDS_PER_QUERY) {
+        const found = await findEvents(this.pool, threadId, ids.slice(i, i + RECHECK_IDS_PER_QUERY));
+        for (const [event_id, v] of found) {
+          for (const p of w.byEvent.get(event_id) ?? []) p.onReceipt(threadId, { event_id, ...v });
+        }
+      }
+    }
+  }
 }
+
+/** Event ids one recheck statement looks up. */
+const RECHECK_IDS_PER_QUERY = 1000;
 
 export class PendingPersist implements Disposable {
   readonly unlisteners: (() => void)[] = [];

@@ -6,6 +6,7 @@
  * - `<prefix>.rcpt.<thread>`        commit receipts, for PERSISTED acks (core NATS)
  * - `<prefix>.ctl.<thread>.<run>`   control messages for a run's producer, e.g. cancel (core NATS)
  * - `<prefix>.del.<thread>`         deletion notices: the thread or one of its runs was deleted (core NATS)
+ * - `<prefix>.resync`               a process reconnected to NATS: look in Postgres for what was lost (core NATS)
  */
 export class Subjects {
   constructor(readonly prefix: string) {}
@@ -35,6 +36,10 @@ export class Subjects {
   /** Deletion notices of a thread, for the subscriptions on it (log/deletion-notices.ts). */
   deletions(threadId: string): string {
     return `${this.prefix}.del.${threadId}`;
+  }
+  /** Reconnect notices (log/resync.ts). */
+  get resync(): string {
+    return `${this.prefix}.resync`;
   }
   /** Control messages (cancel requests) for the producer of a run. */
   control(threadId: string, runId: string): string {

@@ -228,6 +228,22 @@ export async function headSeq(db: pg.Pool | pg.ClientBase, threadId: string): Pr
   return Number(rows[0]?.head ?? 0);
 }
 
+/** The heads of several threads (0 for a thread that never had an event), in one statement. */
+export async function headSeqs(
+  db: pg.Pool | pg.ClientBase,
+  threadIds: readonly string[],
+): Promise<Map<string, number>> {
+  const { rows } = await db.query<{ thread_id: string; head: string | null }>({
+    name: 'rs_heads',
+    text: `SELECT t.thread_id,
+                  GREATEST((SELECT max(seq) FROM run_events e WHERE e.thread_id = t.thread_id),
+                           (SELECT head_seq FROM thread_heads h WHERE h.thread_id = t.thread_id)) AS head
+             FROM unnest($1::text[]) AS t(thread_id)`,
+    values: [threadIds],
+  });
+  return new Map(rows.map((r) => [r.thread_id, Number(r.head ?? 0)]));
+}
+
 /**
  * What became of the given event ids of a thread (for acks of duplicates): stored (seq and
  * offset), or refused by the store (seq 0 and the reason, from `dead_letters`).
