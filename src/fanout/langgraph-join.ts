@@ -200,7 +200,7 @@ function apiKey(req: IncomingMessage): string | undefined {
 }
 
 async function authorizeLangGraph(svc: SseService, req: IncomingMessage, url: URL, threadId: string) {
-  const hasBearer = req.headers.authorization?.startsWith('Bearer ') || url.searchParams.has('access_token');
+  const hasBearer = /^bearer /i.test(req.headers.authorization ?? '') || url.searchParams.has('access_token');
   return svc.authorize(req, url, threadId, hasBearer ? undefined : apiKey(req));
 }
 
