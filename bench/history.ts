@@ -31,7 +31,7 @@ import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { OPEN_PRINCIPAL } from '../src/auth/principal.js';
 import { DEFAULT_MAX_PAGE_BYTES } from '../src/config.js';
-import type { CategoryName } from '../src/event.js';
+import type { CategoryName } from '../src/domain/event.js';
 import { HistoryClient } from '../src/history/client.js';
 import type { Deleter } from '../src/history/deleter.js';
 import { History } from '../src/history/history.js';

@@ -29,7 +29,7 @@
 import { execFileSync } from 'node:child_process';
 import os from 'node:os';
 import { parseArgs } from 'node:util';
-import { eventJson } from '../src/event.js';
+import { eventJson } from '../src/domain/event.js';
 import { findNatsServerBinary } from '../test/helpers/nats-server.js';
 import { type Servers, startServers } from '../test/helpers/stack.js';
 import { type BenchBroker, startBenchBroker } from './lib/bench-broker.js';

@@ -29,6 +29,13 @@ export const DEFAULT_PUBLISH_STREAM_MAX_INFLIGHT = 64;
 export const DEFAULT_PUBLISH_STREAM_MAX_INFLIGHT_BYTES = 16 * 1024 * 1024;
 /** Concurrent gRPC Subscribe calls per node; past it a call is refused with RESOURCE_EXHAUSTED. */
 export const DEFAULT_GRPC_SUBSCRIBE_MAX_CALLS = 10_000;
+/** Long-poll requests waiting at once per node; past it a new one is refused with 429. */
+export const DEFAULT_LONG_POLL_MAX_WAITS = 10_000;
+/**
+ * Bytes queued to subscribers on one node, all connections and transports together; past
+ * it, a backlogged subscriber whose next frame does not fit is cut off as too slow.
+ */
+export const DEFAULT_FANOUT_MAX_QUEUED_BYTES = 1024 * 1024 * 1024;
 export const DEFAULT_PERSIST_BATCH_MAX = 2000;
 export const DEFAULT_PG_POOL_SIZE = 8;
 export const DEFAULT_PERSISTED_ACK_TIMEOUT_MS = 30_000;
@@ -81,6 +88,8 @@ export interface Config {
   readonly publishStreamMaxInflight: number;
   readonly publishStreamMaxInflightBytes: number;
   readonly grpcSubscribeMaxCalls: number;
+  readonly longPollMaxWaits: number;
+  readonly fanoutMaxQueuedBytes: number;
   readonly persistBatchMax: number;
   readonly pgPoolSize: number;
   readonly persistedAckTimeoutMs: number;
@@ -203,6 +212,13 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
       DEFAULT_GRPC_SUBSCRIBE_MAX_CALLS,
       1,
       10_000_000,
+    ),
+    longPollMaxWaits: int('RS_LONG_POLL_MAX_WAITS', DEFAULT_LONG_POLL_MAX_WAITS, 1, 10_000_000),
+    fanoutMaxQueuedBytes: int(
+      'RS_FANOUT_MAX_QUEUED_BYTES',
+      DEFAULT_FANOUT_MAX_QUEUED_BYTES,
+      1024 * 1024,
+      2 ** 42,
     ),
     persistBatchMax: int('RS_PERSIST_BATCH_MAX', DEFAULT_PERSIST_BATCH_MAX, 1, 100_000),
     pgPoolSize: int('RS_PG_POOL_SIZE', DEFAULT_PG_POOL_SIZE, 1, 1000),

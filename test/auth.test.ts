@@ -9,7 +9,7 @@ import { type JWTPayload, SignJWT } from 'jose';
 import WebSocket from 'ws';
 import { type Event, IngestClient } from '../src/client/ingest-client.js';
 import { type ServerFrame, WsConnection } from '../src/client/ws-subscriber.js';
-import { CLOSE_TOKEN_EXPIRED } from '../src/fanout/connection.js';
+import { CLOSE_TOKEN_EXPIRED } from '../src/fanout/ws/connection.js';
 import type { SubscribeResponse__Output } from '../src/gen/runstream/v1/SubscribeResponse.js';
 import type { ProtoGrpcType as SubscriberProto } from '../src/gen/subscriber.js';
 import { HistoryClient } from '../src/history/client.js';

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import pg from 'pg';
-import type { LogRecord } from '../src/event.js';
+import type { LogRecord } from '../src/domain/event.js';
 import { createLogger } from '../src/logger.js';
 import { storeBatch } from '../src/persist/batch-assigner.js';
 import { deleteRows } from '../src/persist/deletions.js';

@@ -7,14 +7,14 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import pg from 'pg';
-import { CATEGORY_NUMBER, type CategoryName, type LogRecord, type StoredEvent } from '../src/event.js';
-import { type EventFilter, NO_FILTER } from '../src/fanout/filter.js';
+import { CATEGORY_NUMBER, type CategoryName, type LogRecord, type StoredEvent } from '../src/domain/event.js';
+import { type EventFilter, NO_FILTER } from '../src/domain/filter.js';
+import { TERMINAL_EVENT_TYPES } from '../src/domain/run-lifecycle.js';
 import { createLogger } from '../src/logger.js';
 import { deleteRows } from '../src/persist/deletions.js';
 import { migrate } from '../src/persist/migrate.js';
 import { headSeq, listEventsPage, type PageQuery } from '../src/persist/queries.js';
 import { storeThreadBatch } from '../src/persist/seq-assigner.js';
-import { TERMINAL_EVENT_TYPES } from '../src/run-lifecycle.js';
 import { type PostgresHandle, startPostgres } from './helpers/postgres.js';
 
 const T = 'big';

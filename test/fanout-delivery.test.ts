@@ -2,8 +2,8 @@
 // the event frame shared by the subscribers of an event.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { DeliveryTurns, TURN_BUDGET_MS } from '../src/fanout/delivery-turns.js';
-import { eventFrame, sharedEventFrame } from '../src/fanout/frames.js';
+import { DeliveryTurns, TURN_BUDGET_MS } from '../src/fanout/core/delivery-turns.js';
+import { eventFrame, sharedEventFrame } from '../src/fanout/ws/frames.js';
 
 function signal(): { promise: Promise<void>; resolve: () => void } {
   let resolve = (): void => {};

@@ -266,8 +266,25 @@ function listFault(
 }
 
 /** v1 SSE (docs/protocol.md §10): faults, else the exact frames. */
+/** The parameters the v1 stream takes; any other is refused, named. */
+const V1_PARAMS = new Set([
+  'after_seq',
+  'from_offset',
+  'live_only',
+  'run_id',
+  'categories',
+  'event_types',
+  'view',
+  'access_token',
+]);
+
 function v1Oracle(q: URLSearchParams, lastEventId: string | undefined, rows: readonly Row[]): Outcome {
-  const fields: string[] = [];
+  // An unknown parameter is named, or (not shaped like a field) reported as the query's.
+  const fields: string[] = [...q.keys()]
+    .filter((k) => !V1_PARAMS.has(k))
+    .map((k) => (/^[A-Za-z_][A-Za-z0-9_]{0,63}$/.test(k) ? k : 'query'));
+  const view = q.get('view');
+  if (view !== null && view !== '' && view !== 'events' && view !== 'chat') fields.push('view');
   const given = ['after_seq', 'from_offset', 'live_only'].filter((k) => q.has(k));
   if (given.length > 1) fields.push(...given.slice(1));
   const afterRaw = q.get('after_seq');
@@ -315,7 +332,9 @@ function v1Oracle(q: URLSearchParams, lastEventId: string | undefined, rows: rea
   const endFrame = (seq: number): Frame => ({
     id: String(seq),
     event: 'end',
-    data: (d) => JSON.stringify(d) === JSON.stringify({ type: 'end', run_id: run, seq }),
+    data: (d) =>
+      JSON.stringify(d) ===
+      JSON.stringify({ type: 'end', run_id: run, seq, status: terminal ? runStatus(terminal) : '' }),
     what: `end at ${seq}`,
   });
   if (terminal && kind === 'after_seq' && cursor > 0 && terminal.seq <= cursor) {
@@ -353,15 +372,34 @@ function v1Oracle(q: URLSearchParams, lastEventId: string | undefined, rows: rea
   return { kind: 'stream', frames, ends: false };
 }
 
-/** A run's final status in LangGraph's words (docs/protocol.md §11). */
-function finalStatus(r: Row): string {
-  const said = (r.content as { status?: unknown } | null)?.status;
-  if (typeof said === 'string' && ['success', 'error', 'timeout', 'interrupted', 'rollback'].includes(said)) {
-    return said;
-  }
-  if (r.event_type === 'end' || r.event_type === 'run_end') return 'success';
+/** The status a run ends with at its terminal event (docs/protocol.md, the run lifecycle). */
+function runStatus(r: Row): string {
   if (r.event_type === 'error' || r.event_type === 'run_error') return 'error';
-  return 'interrupted';
+  if (r.event_type === 'cancelled' || r.event_type === 'run_cancelled') return 'cancelled';
+  if (r.event_type === 'interrupted' || r.event_type === 'run_interrupted') return 'interrupted';
+  const said = (r.content as { status?: unknown } | null)?.status;
+  switch (typeof said === 'string' ? said.toLowerCase() : '') {
+    case 'error':
+    case 'failed':
+    case 'failure':
+    case 'timeout':
+      return 'error';
+    case 'cancelled':
+    case 'canceled':
+    case 'aborted':
+      return 'cancelled';
+    case 'interrupted':
+    case 'interrupt':
+      return 'interrupted';
+    default:
+      return 'success';
+  }
+}
+
+/** The same in LangGraph's words: it has no `cancelled`. */
+function finalStatus(r: Row): string {
+  const s = runStatus(r);
+  return s === 'cancelled' ? 'interrupted' : s;
 }
 
 function lgTerminalFrames(run: string, r: Row): Frame[] {

@@ -38,6 +38,8 @@ const RAPID_THREAD = 'fz-ws-rapid';
 const RUN = 'fz-run';
 const ENDED = 'fz-ended';
 const HEAD = 6;
+/** The seq of ENDED's run_end. */
+const ENDED_AT = 5;
 const RAPID_HEAD = 4;
 const MAX_PAYLOAD_BYTES = 64 * 1024; // RS_WS_MAX_PAYLOAD_BYTES default
 /** Cursors this far past the head are ahead whatever the cases have added meanwhile. */
@@ -205,6 +207,33 @@ type Start = { kind: 'after_seq'; seq: number } | { kind: 'from_offset'; offset:
 const absent = (v: unknown): boolean => v === undefined || v === null;
 const isSafeInt = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v);
 
+/** The keys each client frame may carry (docs/protocol.md §9): any other is refused, named. */
+const FRAME_KEYS: Readonly<Record<string, readonly string[]>> = {
+  subscribe: [
+    'type',
+    'id',
+    'thread_id',
+    'after_seq',
+    'from_offset',
+    'live_only',
+    'run_id',
+    'categories',
+    'event_types',
+    'view',
+    'on_disconnect',
+  ],
+  unsubscribe: ['type', 'id'],
+  cancel: ['type', 'id', 'thread_id', 'run_id', 'reason'],
+};
+
+/** Unknown keys of a frame of `type`, as an error names them: the key, or `frame` when it is no name. */
+function unknownKeys(type: string, m: Record<string, unknown>): string[] {
+  const known = FRAME_KEYS[type] ?? [];
+  return Object.keys(m)
+    .filter((k) => !known.includes(k))
+    .map((k) => (/^[A-Za-z_][A-Za-z0-9_]{0,63}$/.test(k) ? k : 'frame'));
+}
+
 function expectedFor(text: string, binary: boolean, active: ReadonlySet<string>): Expected {
   const bad = (fields: string[], id: string | null): Expected => ({
     kind: 'error',
@@ -224,6 +253,9 @@ function expectedFor(text: string, binary: boolean, active: ReadonlySet<string>)
   const sid = typeof m.id === 'string' ? m.id : null;
   const idOk = typeof m.id === 'string' && m.id.length >= 1 && m.id.length <= 128;
   const idMatch = (v: unknown): boolean => typeof v === 'string' && ID.test(v);
+  // Keys come first: a frame with a key its type does not define is refused for it.
+  const unknown = typeof m.type === 'string' && m.type in FRAME_KEYS ? unknownKeys(m.type, m) : [];
+  if (unknown.length > 0) return bad(unknown, sid);
   switch (m.type) {
     case 'subscribe': {
       if (!idOk) return bad(['id'], sid);
@@ -247,6 +279,10 @@ function expectedFor(text: string, binary: boolean, active: ReadonlySet<string>)
       if (!list(m.categories, (x) => CATEGORIES.includes(x))) filterBad.push('categories');
       if (!list(m.event_types, (x) => EVENT_TYPE.test(x))) filterBad.push('event_types');
       if (filterBad.length > 0) return bad(filterBad, sid);
+      if (!(absent(m.view) || m.view === 'events' || m.view === 'chat')) return bad(['view'], sid);
+      if (m.view === 'chat' && (!absent(m.categories) || !absent(m.event_types))) {
+        return bad(['categories', 'event_types'], sid);
+      }
       const od = m.on_disconnect;
       if (!(absent(od) || od === 'none' || (od === 'cancel' && !absent(m.run_id))))
         return bad(['on_disconnect'], sid);
@@ -391,6 +427,12 @@ function subscribeAnswerProblems(
   f: Record<string, unknown>,
 ): string[] {
   const known = e.threadId === THREAD || e.threadId === CANCEL_THREAD;
+  // A run subscription resumed at or past its run's end ends there, even past the head.
+  if (known && e.runId === ENDED && e.start.kind === 'after_seq' && e.start.seq >= ENDED_AT) {
+    return f.type === 'end' && f.run_id === ENDED && f.seq === ENDED_AT
+      ? []
+      : [`a cursor at or past the run's end got ${JSON.stringify(f)}, not its end frame`];
+  }
   const aheadSeq = e.start.kind === 'after_seq' && (e.start.seq > FAR || (!known && e.start.seq > 0));
   const aheadOffset = e.start.kind === 'from_offset' && e.start.offset > FAR;
   if (aheadSeq || aheadOffset) {

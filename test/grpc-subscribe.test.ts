@@ -10,7 +10,7 @@ import { startBroker } from '../src/broker.js';
 import type { Event } from '../src/client/ingest-client.js';
 import { type GrpcEvent, type SubscribeRequest, SubscriberClient } from '../src/client/subscriber-client.js';
 import type { WireEvent } from '../src/client/ws-subscriber.js';
-import { eventProtoFromJson } from '../src/fanout/grpc-event.js';
+import { eventProtoFromJson } from '../src/fanout/grpc/event.js';
 import { createLogger } from '../src/logger.js';
 import { brokerConfig, randomName, type Stack, startStack } from './helpers/stack.js';
 import { waitFor } from './helpers/wait.js';
@@ -225,7 +225,7 @@ test('filters: only matching events, the live seq is the head, the run ends with
     'ACCEPTED',
   );
   const end = await s.waitFor((x) => x.end != null);
-  assert.deepEqual(end.end, { run_id: 'run-a', seq: 32 });
+  assert.deepEqual(end.end, { run_id: 'run-a', seq: 32, status: 'success' });
   const done = await s.ended;
   assert.equal(done.code, status.OK);
   assert.equal(done.cursor, 32);

@@ -4,12 +4,13 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import pg from 'pg';
-import type { CategoryName, LogRecord, StoredEvent } from '../src/event.js';
+import type { CategoryName, LogRecord, StoredEvent } from '../src/domain/event.js';
+import { classify } from '../src/domain/run-lifecycle.js';
 import { createLogger } from '../src/logger.js';
 import { deleteRows } from '../src/persist/deletions.js';
 import { migrate } from '../src/persist/migrate.js';
 import { headSeq } from '../src/persist/queries.js';
-import { classify, countMessages, getRun, runDeltas } from '../src/persist/runs.js';
+import { countMessages, getRun, runDeltas } from '../src/persist/runs.js';
 import { type PendingEvent, storeThreadBatch } from '../src/persist/seq-assigner.js';
 import { type PostgresHandle, startPostgres } from './helpers/postgres.js';
 import { randomName } from './helpers/stack.js';

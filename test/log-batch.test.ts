@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import type { Event } from '../src/client/ingest-client.js';
-import type { LogRecord } from '../src/event.js';
+import type { LogRecord } from '../src/domain/event.js';
 import { decodeLogMessage, encodeLogMessages, type LogMessage } from '../src/log/log-batch.js';
 import { Subjects } from '../src/log/subjects.js';
 import { logRecord } from './helpers/records.js';

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import pg from 'pg';
-import type { LogRecord } from '../src/event.js';
+import type { LogRecord } from '../src/domain/event.js';
 import { createLogger } from '../src/logger.js';
 import { migrate } from '../src/persist/migrate.js';
 import { type PendingEvent, storeThreadBatch } from '../src/persist/seq-assigner.js';

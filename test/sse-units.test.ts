@@ -1,13 +1,13 @@
 // Pure pieces of the SSE transport: framing, cutting content out of an event's JSON,
-// query parsing, LangGraph stream modes and final statuses.
+// query parsing, LangGraph stream modes and the run statuses the LangGraph routes report.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { eventJson, type StoredEvent } from '../src/event.js';
+import { eventJson, type StoredEvent } from '../src/domain/event.js';
+import { classify, langGraphStatus } from '../src/domain/run-lifecycle.js';
 import { eventJsonParts } from '../src/fanout/event-json-parts.js';
-import { LangGraphDialect, langGraphMode, parseStreamModes } from '../src/fanout/langgraph-join.js';
-import { finalStatus } from '../src/fanout/run-status.js';
-import { lastEventIdSeq, parseStreamQuery } from '../src/fanout/sse-params.js';
-import { formatSse } from '../src/fanout/sse-stream.js';
+import { LangGraphDialect, langGraphMode, parseStreamModes } from '../src/fanout/langgraph/join.js';
+import { lastEventIdSeq, parseStreamQuery } from '../src/fanout/sse/params.js';
+import { formatSse } from '../src/fanout/sse/stream.js';
 
 function stored(content_json: string, metadata_json = '{}', event_type = 'x'): StoredEvent {
   return {
@@ -62,8 +62,14 @@ test('parseStreamQuery: one cursor at most, Last-Event-ID wins, lists are comma-
   assert.deepEqual(q('?live_only=1', '12'), {
     start: { kind: 'after_seq', seq: 12 },
     filter: q('').filter,
+    view: 'events',
     resumed: true,
   });
+  assert.equal(q('?view=chat').view, 'chat');
+  assert.throws(
+    () => q('?aftr_seq=3'),
+    /^InvalidArgumentError: aftr_seq: is not a field of the stream query/,
+  );
   const f = q('?categories=message,trace&event_types=a&event_types=b,c&run_id=r1').filter;
   assert.deepEqual([...(f.categories ?? [])], ['message', 'trace']);
   assert.deepEqual([...(f.eventTypes ?? [])], ['a', 'b', 'c']);
@@ -93,27 +99,40 @@ test('LangGraph stream modes: names, subgraph namespaces, and the accepted spell
   assert.throws(() => modes('stream_mode=everything'), /^InvalidArgumentError: stream_mode/);
 });
 
-test('final statuses: the content says, else the event type does', () => {
-  assert.equal(finalStatus({ eventType: 'end', content: {} }), 'success');
-  assert.equal(finalStatus({ eventType: 'run_end', content: { status: 'error' } }), 'error');
-  assert.equal(finalStatus({ eventType: 'run_end', content: { status: 'weird' } }), 'success');
-  assert.equal(finalStatus({ eventType: 'error', content: null }), 'error');
-  assert.equal(finalStatus({ eventType: 'run_cancelled', content: 'x' }), 'interrupted');
-  assert.equal(finalStatus({ eventType: 'interrupted', content: { status: 'timeout' } }), 'timeout');
+test('LangGraph statuses come from the one run lifecycle: the event type, and an `end`’s content', () => {
+  const status = (eventType: string, content: unknown) => {
+    const signal = classify('lifecycle', eventType, JSON.stringify(content));
+    assert.equal(signal.kind, 'terminal', eventType);
+    return langGraphStatus((signal as { status: Parameters<typeof langGraphStatus>[0] }).status);
+  };
+  assert.equal(status('end', {}), 'success');
+  assert.equal(status('run_end', { status: 'error' }), 'error');
+  assert.equal(status('end', { status: 'failed' }), 'error', 'History says error: so does LangGraph');
+  assert.equal(status('run_end', { status: 'weird' }), 'success');
+  assert.equal(status('error', null), 'error');
+  assert.equal(status('run_cancelled', 'x'), 'interrupted', 'LangGraph has no cancelled');
+  assert.equal(status('interrupted', { status: 'timeout' }), 'interrupted');
 });
 
 test('the LangGraph dialect keeps `end`/`error` outside lifecycle from ending the SDK stream', () => {
   const d = new LangGraphDialect('t', 'r', undefined);
-  const e = (event_type: string, category: string) => {
-    const json = eventJson({ ...stored('{"k":1}', '{}', event_type), category: category as 'message' });
+  const e = (event_type: string, category: string, content = '{"k":1}') => {
+    const json = eventJson({ ...stored(content, '{}', event_type), category: category as 'message' });
     return { seq: 7, run_id: 'r', category, event_type, json: () => json };
   };
   assert.equal(d.event(e('end', 'message'))[0]?.event, 'custom');
   assert.equal(d.event(e('error', 'trace'))[0]?.event, 'custom');
+  // A terminal lifecycle event is no part of its own: the run's end, when it is one, is.
+  assert.deepEqual(d.event(e('error', 'lifecycle', '{"error":"Boom","message":"it broke"}')), []);
   assert.deepEqual(
-    d.event(e('end', 'lifecycle')).map((f) => f.event),
+    d.end('r', 7, 'error').map((f) => [f.event, JSON.parse(f.data ?? 'null')]),
+    [
+      ['error', { error: 'Boom', message: 'it broke' }],
+      ['end', { run_id: 'r', status: 'error' }],
+    ],
+  );
+  assert.deepEqual(
+    d.end('r', 9, 'success').map((f) => f.event),
     ['end'],
   );
-  // The subscription's own end adds nothing once the run's end went out.
-  assert.deepEqual(d.end('r', 7), []);
 });

@@ -164,7 +164,12 @@ test("a run stream ends after the run's terminal event, for live and late joiner
   );
   await c.ended;
   assert.ok(c.res.complete, 'the server ended the response');
-  const endFrame = { id: '5', event: 'end', data: '{"type":"end","run_id":"run-x","seq":5}', comments: [] };
+  const endFrame = {
+    id: '5',
+    event: 'end',
+    data: '{"type":"end","run_id":"run-x","seq":5,"status":"success"}',
+    comments: [],
+  };
   assert.deepEqual(c.blocks.at(-1), endFrame);
   assert.deepEqual(
     storedEvents(c).map((b) => b.event),

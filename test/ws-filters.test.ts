@@ -176,6 +176,7 @@ test("a run subscription ends after the run's terminal event, for live and late 
     id: 'live',
     run_id: 'run-x',
     seq: 5,
+    status: 'success',
   });
   assert.deepEqual(
     c.events('live').map((e) => e.event_type),
@@ -206,6 +207,7 @@ test("a run subscription ends after the run's terminal event, for live and late 
       id,
       run_id: 'run-x',
       seq: 5,
+      status: 'success',
     });
   }
 });

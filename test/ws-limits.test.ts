@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import WebSocket from 'ws';
 import { WsConnection } from '../src/client/ws-subscriber.js';
-import { CLOSE_TRY_AGAIN_LATER } from '../src/fanout/connection.js';
+import { CLOSE_TRY_AGAIN_LATER } from '../src/fanout/ws/connection.js';
 import { randomName, type Stack, startStack } from './helpers/stack.js';
 import { waitFor } from './helpers/wait.js';
 

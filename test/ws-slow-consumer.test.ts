@@ -5,7 +5,7 @@ import type { Socket } from 'node:net';
 import { test } from 'node:test';
 import type { Event } from '../src/client/ingest-client.js';
 import { WsConnection } from '../src/client/ws-subscriber.js';
-import { CLOSE_SLOW_CONSUMER } from '../src/fanout/connection.js';
+import { CLOSE_SLOW_CONSUMER } from '../src/fanout/ws/connection.js';
 import { randomName, startStack } from './helpers/stack.js';
 
 const N = 4000;

@@ -7,7 +7,7 @@
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { DEFAULT_DUPLICATE_WINDOW_MS, DEFAULT_STREAM_MAX_AGE_MS } from '../../src/config.js';
-import type { LogRecord } from '../../src/event.js';
+import type { LogRecord } from '../../src/domain/event.js';
 import { ensureLogStream } from '../../src/log/streams.js';
 import { msgId, Subjects } from '../../src/log/subjects.js';
 import { type LoadgenIo, runLoadgen } from '../lib/loadgen.js';

@@ -8,8 +8,8 @@
  */
 
 import { type WebSocket, WebSocketServer } from 'ws';
-import { eventJson } from '../../src/event.js';
-import { eventFrame, liveFrame } from '../../src/fanout/frames.js';
+import { eventJson } from '../../src/domain/event.js';
+import { eventFrame, liveFrame } from '../../src/fanout/ws/frames.js';
 import { type LoadgenIo, runLoadgen } from '../lib/loadgen.js';
 import { epochMs, makeThreads, nextTokenEvent } from '../lib/payload.js';
 

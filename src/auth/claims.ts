@@ -13,8 +13,8 @@
  *   may only read.
  */
 import type { JWTPayload } from 'jose';
+import { ID_PATTERN } from '../domain/ids.js';
 import { UnauthenticatedError } from '../errors.js';
-import { ID_PATTERN } from '../ingest/validate.js';
 import type { Principal } from './principal.js';
 
 export const THREADS_CLAIM = 'threads';

@@ -1,5 +1,6 @@
 /** What a principal's claims do to a read beyond allowing or refusing it. */
-import type { EventFilter } from '../fanout/filter.js';
+import type { EventFilter } from '../domain/filter.js';
+import { PermissionDeniedError } from '../errors.js';
 import type { Principal } from './principal.js';
 
 /**
@@ -9,4 +10,32 @@ import type { Principal } from './principal.js';
  */
 export function scopedFilter<F extends EventFilter>(filter: F, principal: Principal): F {
   return principal.userId === undefined ? filter : { ...filter, userId: principal.userId };
+}
+
+/** The user scope of a read: the principal's user when it has one. */
+export function readScope(p: Principal, threadId: string, requested: string | undefined): string | undefined {
+  if (!p.canRead(threadId)) throw new PermissionDeniedError(`this token may not read thread ${threadId}`);
+  return userScope(p, requested);
+}
+
+/** The user scope of a delete, which needs read and write (publish) rights on the thread. */
+export function writeScope(
+  p: Principal,
+  threadId: string,
+  requested: string | undefined,
+): string | undefined {
+  if (!p.canRead(threadId) || !p.canPublish(threadId)) {
+    throw new PermissionDeniedError(`this token may not delete from thread ${threadId}`);
+  }
+  return userScope(p, requested);
+}
+
+function userScope(p: Principal, requested: string | undefined): string | undefined {
+  if (p.userId === undefined) return requested;
+  if (requested !== undefined && requested !== p.userId) {
+    throw new PermissionDeniedError(
+      `this token is scoped to user ${p.userId}; it may not act for user ${requested}`,
+    );
+  }
+  return p.userId;
 }

@@ -20,8 +20,8 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { status as grpcStatus, type StatusObject } from '@grpc/grpc-js';
 import { type Event, IngestClient, type PublishStream } from '../client/ingest-client.js';
-import { CATEGORIES, type CategoryName } from '../event.js';
-import { ID_PATTERN } from '../ingest/validate.js';
+import { CATEGORIES, type CategoryName } from '../domain/event.js';
+import { ID_PATTERN } from '../domain/ids.js';
 import { BUILTIN_FIXTURE_JSONL } from './demo-fixture.js';
 
 export const DEFAULT_TARGET = '127.0.0.1:50051';

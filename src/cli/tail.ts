@@ -11,7 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { type ServerFrame, type WireEvent, WsConnection } from '../client/ws-subscriber.js';
-import { ID_PATTERN } from '../ingest/validate.js';
+import { ID_PATTERN } from '../domain/ids.js';
 
 export const DEFAULT_WS_URL = 'ws://127.0.0.1:8080/v1/ws';
 export const SUBSCRIPTION_ID = 'tail';

@@ -6,13 +6,15 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { type Authenticator, bearerFromHttp } from '../auth/principal.js';
+import { pathId } from '../domain/ids.js';
+import { refuseUnknownKeys } from '../domain/keys.js';
 import { InvalidArgumentError } from '../errors.js';
-import type { HttpRoute } from '../http/util.js';
+import type { Route } from '../http/router.js';
 import { sendError, sendJson } from '../http/util.js';
 import type { RunControl } from '../ingest/control.js';
-import { pathId } from './sse-params.js';
 
-export const CANCEL_PATH_PATTERN = /^\/v1\/threads\/([^/]+)\/runs\/([^/]+)\/cancel$/;
+const CANCEL_PARAMS: ReadonlySet<string> = new Set(['access_token']);
+
 /** A cancel body holds a reason of at most 1024 characters; anything much bigger is not one. */
 export const MAX_CANCEL_BODY_BYTES = 16 * 1024;
 
@@ -21,14 +23,16 @@ export interface CancelRouteOptions {
   readonly auth: Authenticator;
 }
 
-export function cancelRoute(o: CancelRouteOptions): HttpRoute {
+export function cancelRoute(o: CancelRouteOptions): Route {
   return {
     method: 'POST',
-    pattern: CANCEL_PATH_PATTERN,
-    async handle(req, res, match, url) {
+    path: '/v1/threads/{thread_id}/runs/{run_id}/cancel',
+    owner: 'cancel',
+    async handle(req, res, params, url) {
       try {
-        const threadId = pathId(match[1], 'thread_id');
-        const runId = pathId(match[2], 'run_id');
+        const threadId = pathId(params.thread_id, 'thread_id');
+        const runId = pathId(params.run_id, 'run_id');
+        refuseUnknownKeys(url.searchParams.keys(), CANCEL_PARAMS, "the cancel route's query", 'query');
         const principal = await o.auth.authenticate(bearerFromHttp(req, url));
         const body = await readJsonBody(req);
         const receipt = await o.control.requestCancel({

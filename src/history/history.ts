@@ -8,10 +8,12 @@
  */
 import type pg from 'pg';
 import type { Principal } from '../auth/principal.js';
-import { ErrorCode, PermissionDeniedError, RunstreamError } from '../errors.js';
-import type { CategoryName, StoredEvent } from '../event.js';
+import { readScope, writeScope } from '../auth/scope.js';
+import type { CategoryName, StoredEvent } from '../domain/event.js';
+import type { RunStatusName } from '../domain/run-lifecycle.js';
+import { ErrorCode, RunstreamError } from '../errors.js';
 import { readEventsPage } from '../persist/queries.js';
-import { countMessages, getRun, listRuns, type RunRecord, type RunStatusName } from '../persist/runs.js';
+import { countMessages, getRun, listRuns, type RunRecord } from '../persist/runs.js';
 import { type ChatPage, chatPage } from './chat.js';
 import type { DeleteResult, Deleter } from './deleter.js';
 import { pageCursors } from './page-cursors.js';
@@ -129,30 +131,4 @@ export class History {
   }
 }
 
-/** The user scope of a read: the principal's user when it has one. */
-export function readScope(p: Principal, threadId: string, requested: string | undefined): string | undefined {
-  if (!p.canRead(threadId)) throw new PermissionDeniedError(`this token may not read thread ${threadId}`);
-  return userScope(p, requested);
-}
-
-/** The user scope of a delete, which needs read and write (publish) rights on the thread. */
-export function writeScope(
-  p: Principal,
-  threadId: string,
-  requested: string | undefined,
-): string | undefined {
-  if (!p.canRead(threadId) || !p.canPublish(threadId)) {
-    throw new PermissionDeniedError(`this token may not delete from thread ${threadId}`);
-  }
-  return userScope(p, requested);
-}
-
-function userScope(p: Principal, requested: string | undefined): string | undefined {
-  if (p.userId === undefined) return requested;
-  if (requested !== undefined && requested !== p.userId) {
-    throw new PermissionDeniedError(
-      `this token is scoped to user ${p.userId}; it may not act for user ${requested}`,
-    );
-  }
-  return p.userId;
-}
+export { readScope, writeScope } from '../auth/scope.js';

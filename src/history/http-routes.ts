@@ -1,46 +1,46 @@
 /**
- * History on HTTP, under `/v1/threads` (docs/api.md). The routes are handed to the
- * HttpServer (`routes` option), which tries them before its built-in ones; the events
- * route supersedes the built-in one and keeps its response fields (`events`,
- * `next_after_seq`).
+ * History on HTTP, under `/v1/threads` (docs/api.md), as routes of the HTTP port's router.
+ * Every route takes only its own query parameters (and `access_token`): any other is
+ * refused naming it, so a misspelt `aftr_seq` is an error, not a page from seq 1.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { type Authenticator, bearerFromHttp, type Principal } from '../auth/principal.js';
+import { optionalId, pathId } from '../domain/ids.js';
+import { refuseUnknownKeys } from '../domain/keys.js';
 import { InvalidArgumentError, quote } from '../errors.js';
-import { type HttpRoute, intParam, sendError, sendJson } from '../http/util.js';
-import type { EventsPage, History } from './history.js';
+import type { Route, RouteParams } from '../http/router.js';
+import { intParam, sendError, sendJson } from '../http/util.js';
+import type { EventsPage, EventsQuery, History } from './history.js';
 import {
   categoriesOf,
   DEFAULT_HISTORY_LIMIT,
   eventTypesOf,
   MAX_HISTORY_LIMIT,
-  optionalId,
-  requiredId,
   statusesOf,
 } from './params.js';
 import { chatMessageJson, eventsJson, runJson } from './render.js';
 
-const THREAD = '/v1/threads/([^/]+)';
-const RUN = `${THREAD}/runs/([^/]+)`;
+const THREAD = '/v1/threads/{thread_id}';
+const RUN = `${THREAD}/runs/{run_id}`;
+
+/** The longest a long-poll may wait. */
+export const MAX_WAIT_MS = 60_000;
+
+/**
+ * Answers an events request that may wait (`wait_ms` > 0): as soon as events past the
+ * cursor exist, or empty at the deadline. Served by the fan-out's subscription core.
+ */
+export type LongPoll = (p: Principal, q: EventsQuery, waitMs: number, res: ServerResponse) => Promise<void>;
 
 export interface HistoryRoutesOptions {
   readonly history: History;
   readonly auth: Authenticator;
+  /** Long-poll on the events routes; absent: `wait_ms` is refused. */
+  readonly longPoll?: LongPoll | undefined;
 }
 
 function sendText(res: ServerResponse, status: number, json: string): void {
   res.writeHead(status, { 'content-type': 'application/json; charset=utf-8' }).end(json);
-}
-
-/** A path segment, percent-decoded and checked like the gRPC field of the same name. */
-function segment(raw: string | undefined, field: string): string {
-  let v: string;
-  try {
-    v = decodeURIComponent(raw ?? '');
-  } catch {
-    throw new InvalidArgumentError(field, 'is not valid percent-encoding');
-  }
-  return requiredId(v, field);
 }
 
 /** A list parameter, repeated (`?categories=a&categories=b`) or comma-separated (`?categories=a,b`). */
@@ -77,7 +77,7 @@ function cursorJson(p: Pick<EventsPage, 'nextAfterSeq' | 'nextBeforeSeq'>): stri
     : `"next_after_seq":${p.nextAfterSeq ?? 0}`;
 }
 
-function pageJson(p: EventsPage): string {
+export function pageJson(p: EventsPage): string {
   return `{"events":${eventsJson(p.events)},${cursorJson(p)},"has_more":${p.hasMore}}`;
 }
 
@@ -89,48 +89,84 @@ function viewOf(url: URL): 'events' | 'chat' {
   throw new InvalidArgumentError('view', `must be "events" or "chat" (got ${quote(v)})`);
 }
 
-/** A route body for a thread, or one run of it (`runId`). */
-type ScopedHandler = (
-  p: Principal,
-  threadId: string,
-  runId: string | undefined,
-  url: URL,
-  res: ServerResponse,
-) => Promise<void>;
+const PAGING = ['after_seq', 'before_seq', 'limit', 'user_id'];
+
+/** Refuses a query parameter the route does not take, naming it. */
+function strict(url: URL, allowed: readonly string[]): void {
+  refuseUnknownKeys(
+    url.searchParams.keys(),
+    new Set([...allowed, 'access_token']),
+    "this route's query",
+    'query',
+  );
+}
 
 /** Every History route. */
-export function historyRoutes(o: HistoryRoutesOptions): HttpRoute[] {
+export function historyRoutes(o: HistoryRoutesOptions): Route[] {
   const h = o.history;
   const route = (
     method: string,
     path: string,
-    handle: (p: Principal, m: RegExpExecArray, url: URL, res: ServerResponse) => Promise<void>,
-  ): HttpRoute => ({
+    params: readonly string[],
+    handle: (
+      p: Principal,
+      ids: { threadId: string; runId?: string },
+      url: URL,
+      res: ServerResponse,
+    ) => Promise<void>,
+  ): Route => ({
     method,
-    pattern: new RegExp(`^${path}$`),
-    async handle(req: IncomingMessage, res: ServerResponse, m: RegExpExecArray, url: URL): Promise<void> {
+    path,
+    owner: 'history',
+    async handle(req: IncomingMessage, res: ServerResponse, raw: RouteParams, url: URL): Promise<void> {
       try {
+        const threadId = pathId(raw.thread_id, 'thread_id');
+        const runId = raw.run_id === undefined ? undefined : pathId(raw.run_id, 'run_id');
+        strict(url, params);
         const principal = await o.auth.authenticate(bearerFromHttp(req, url));
-        await handle(principal, m, url, res);
+        await handle(principal, { threadId, ...(runId === undefined ? {} : { runId }) }, url, res);
       } catch (err) {
         sendError(res, err);
       }
     },
   });
 
-  const events: ScopedHandler = async (p, threadId, runId, url, res) => {
-    const pg = paging(url);
-    const page = await h.listEvents(p, {
+  /** An events page; with `wait_ms` > 0, a long-poll that waits for the first events past the cursor. */
+  const events = async (
+    p: Principal,
+    threadId: string,
+    runId: string | undefined,
+    url: URL,
+    res: ServerResponse,
+  ) => {
+    const q: EventsQuery = {
       threadId,
       runId,
       categories: categoriesOf(listParam(url, 'categories')),
       eventTypes: eventTypesOf(listParam(url, 'event_types')),
-      ...pg,
-    });
-    sendText(res, 200, pageJson(page));
+      ...paging(url),
+    };
+    const waitMs = intParam(url, 'wait_ms', 0, 0, MAX_WAIT_MS);
+    if (waitMs > 0) {
+      if (!o.longPoll) throw new InvalidArgumentError('wait_ms', 'long-poll is not available on this node');
+      if (q.beforeSeq !== undefined) {
+        throw new InvalidArgumentError(
+          'wait_ms',
+          'cannot be combined with before_seq: only new events are waited for',
+        );
+      }
+      return o.longPoll(p, q, waitMs, res);
+    }
+    sendText(res, 200, pageJson(await h.listEvents(p, q)));
   };
 
-  const messages: ScopedHandler = async (p, threadId, runId, url, res) => {
+  const messages = async (
+    p: Principal,
+    threadId: string,
+    runId: string | undefined,
+    url: URL,
+    res: ServerResponse,
+  ) => {
     const pg = paging(url);
     if (viewOf(url) === 'chat') {
       const page = await h.chat(p, { threadId, runId, ...pg });
@@ -148,7 +184,13 @@ export function historyRoutes(o: HistoryRoutesOptions): HttpRoute[] {
     );
   };
 
-  const count: ScopedHandler = async (p, threadId, runId, url, res) => {
+  const count = async (
+    p: Principal,
+    threadId: string,
+    runId: string | undefined,
+    url: URL,
+    res: ServerResponse,
+  ) => {
     const n = await h.countMessages(
       p,
       threadId,
@@ -158,30 +200,28 @@ export function historyRoutes(o: HistoryRoutesOptions): HttpRoute[] {
     sendJson(res, 200, { thread_id: threadId, ...(runId === undefined ? {} : { run_id: runId }), count: n });
   };
 
-  const served: HttpRoute[] = [
-    route('GET', `${THREAD}/events`, (p, m, url, res) =>
-      events(p, segment(m[1], 'thread_id'), optionalId(url.searchParams.get('run_id'), 'run_id'), url, res),
+  const EVENTS = [...PAGING, 'categories', 'event_types', 'wait_ms'];
+  return [
+    route('GET', `${THREAD}/events`, [...EVENTS, 'run_id'], (p, ids, url, res) =>
+      events(p, ids.threadId, optionalId(url.searchParams.get('run_id'), 'run_id'), url, res),
     ),
-    route('GET', `${THREAD}/messages`, (p, m, url, res) =>
-      messages(p, segment(m[1], 'thread_id'), undefined, url, res),
+    route('GET', `${THREAD}/messages`, [...PAGING, 'view'], (p, ids, url, res) =>
+      messages(p, ids.threadId, undefined, url, res),
     ),
-    route('GET', `${THREAD}/messages/count`, (p, m, url, res) =>
-      count(p, segment(m[1], 'thread_id'), optionalId(url.searchParams.get('run_id'), 'run_id'), url, res),
+    route('GET', `${THREAD}/messages/count`, ['run_id', 'user_id'], (p, ids, url, res) =>
+      count(p, ids.threadId, optionalId(url.searchParams.get('run_id'), 'run_id'), url, res),
     ),
-    route('GET', `${RUN}/events`, (p, m, url, res) =>
-      events(p, segment(m[1], 'thread_id'), segment(m[2], 'run_id'), url, res),
+    route('GET', `${RUN}/events`, EVENTS, (p, ids, url, res) => events(p, ids.threadId, ids.runId, url, res)),
+    route('GET', `${RUN}/messages`, [...PAGING, 'view'], (p, ids, url, res) =>
+      messages(p, ids.threadId, ids.runId, url, res),
     ),
-    route('GET', `${RUN}/messages`, (p, m, url, res) =>
-      messages(p, segment(m[1], 'thread_id'), segment(m[2], 'run_id'), url, res),
+    route('GET', `${RUN}/messages/count`, ['user_id'], (p, ids, url, res) =>
+      count(p, ids.threadId, ids.runId, url, res),
     ),
-    route('GET', `${RUN}/messages/count`, (p, m, url, res) =>
-      count(p, segment(m[1], 'thread_id'), segment(m[2], 'run_id'), url, res),
-    ),
-    route('GET', `${THREAD}/runs`, async (p, m, url, res) => {
-      const threadId = segment(m[1], 'thread_id');
+    route('GET', `${THREAD}/runs`, ['before_seq', 'limit', 'status', 'user_id'], async (p, ids, url, res) => {
       const pg = paging(url);
       const page = await h.listRuns(p, {
-        threadId,
+        threadId: ids.threadId,
         beforeSeq: pg.beforeSeq,
         statuses: statusesOf(listParam(url, 'status')),
         limit: pg.limit,
@@ -193,55 +233,28 @@ export function historyRoutes(o: HistoryRoutesOptions): HttpRoute[] {
         `{"runs":[${page.runs.map(runJson).join(',')}],"next_before_seq":${page.nextBeforeSeq ?? null},"has_more":${page.hasMore}}`,
       );
     }),
-    route('GET', RUN, async (p, m, url, res) => {
+    route('GET', RUN, ['user_id'], async (p, ids, url, res) => {
       const run = await h.getRun(
         p,
-        segment(m[1], 'thread_id'),
-        segment(m[2], 'run_id'),
+        ids.threadId,
+        ids.runId as string,
         optionalId(url.searchParams.get('user_id'), 'user_id'),
       );
       sendText(res, 200, runJson(run));
     }),
-    route('DELETE', THREAD, async (p, m, url, res) => {
-      const threadId = segment(m[1], 'thread_id');
-      const r = await h.deleteThread(p, threadId, optionalId(url.searchParams.get('user_id'), 'user_id'));
-      sendJson(res, 200, { thread_id: threadId, ...r });
+    route('DELETE', THREAD, ['user_id'], async (p, ids, url, res) => {
+      const r = await h.deleteThread(p, ids.threadId, optionalId(url.searchParams.get('user_id'), 'user_id'));
+      sendJson(res, 200, { thread_id: ids.threadId, ...r });
     }),
-    route('DELETE', RUN, async (p, m, url, res) => {
-      const threadId = segment(m[1], 'thread_id');
-      const runId = segment(m[2], 'run_id');
-      const r = await h.deleteRun(p, threadId, runId, optionalId(url.searchParams.get('user_id'), 'user_id'));
-      sendJson(res, 200, { thread_id: threadId, run_id: runId, ...r });
+    route('DELETE', RUN, ['user_id'], async (p, ids, url, res) => {
+      const runId = ids.runId as string;
+      const r = await h.deleteRun(
+        p,
+        ids.threadId,
+        runId,
+        optionalId(url.searchParams.get('user_id'), 'user_id'),
+      );
+      sendJson(res, 200, { thread_id: ids.threadId, run_id: runId, ...r });
     }),
   ];
-
-  return served;
-}
-
-/**
- * For each path of `routes`, routes that answer any other method with 405 and an `Allow`
- * header. Put them after every other module's routes, so they never shadow one.
- */
-export function methodNotAllowedRoutes(routes: readonly HttpRoute[]): HttpRoute[] {
-  const allowed = new Map<string, string[]>();
-  for (const r of routes) allowed.set(r.pattern.source, [...(allowed.get(r.pattern.source) ?? []), r.method]);
-  const refused: HttpRoute[] = [];
-  for (const [source, methods] of allowed) {
-    for (const method of ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'].filter((x) => !methods.includes(x))) {
-      refused.push({
-        method,
-        pattern: new RegExp(source),
-        async handle(_req, res) {
-          res.setHeader('allow', methods.join(', '));
-          sendJson(res, 405, {
-            error: {
-              code: 'method_not_allowed',
-              message: `${method} not allowed; use ${methods.join(' or ')}`,
-            },
-          });
-        },
-      });
-    }
-  }
-  return refused;
 }

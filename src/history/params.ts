@@ -2,31 +2,17 @@
  * Validation of History parameters, shared by gRPC and HTTP so both refuse the same
  * input with the same `<field>: <problem>` message.
  */
+
+import { CATEGORIES, type CategoryName } from '../domain/event.js';
+import { MAX_FILTER_VALUES } from '../domain/filter.js';
+import { EVENT_TYPE_PATTERN } from '../domain/ids.js';
+import { RUN_STATUSES, type RunStatusName } from '../domain/run-lifecycle.js';
 import { InvalidArgumentError, quote } from '../errors.js';
-import { CATEGORIES, type CategoryName } from '../event.js';
-import { MAX_FILTER_VALUES } from '../fanout/filter.js';
-import { EVENT_TYPE_PATTERN, ID_PATTERN } from '../ingest/validate.js';
-import { RUN_STATUSES, type RunStatusName } from '../persist/runs.js';
 
 export const DEFAULT_HISTORY_LIMIT = 100;
 export const MAX_HISTORY_LIMIT = 1000;
 
-/** A required id (thread_id, run_id). */
-export function requiredId(v: unknown, field: string): string {
-  if (typeof v !== 'string' || !ID_PATTERN.test(v)) {
-    throw new InvalidArgumentError(field, 'is required and must match [A-Za-z0-9_-]{1,128}');
-  }
-  return v;
-}
-
-/** An optional id: absent or empty means none. */
-export function optionalId(v: unknown, field: string): string | undefined {
-  if (v === undefined || v === null || v === '') return undefined;
-  if (typeof v !== 'string' || !ID_PATTERN.test(v)) {
-    throw new InvalidArgumentError(field, 'must match [A-Za-z0-9_-]{1,128}');
-  }
-  return v;
-}
+export { optionalId, requiredId } from '../domain/ids.js';
 
 /** Page size: absent or 0 means the default. */
 export function limitOf(v: number | undefined): number {

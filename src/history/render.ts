@@ -3,14 +3,15 @@
  * form, {@link eventJson}; runs and chat messages in snake_case with JSON values inline)
  * and the `runstream.v1` messages for gRPC.
  */
-import { eventJson, type StoredEvent } from '../event.js';
+import { eventJson, type StoredEvent } from '../domain/event.js';
+import type { RunStatusName } from '../domain/run-lifecycle.js';
 import type { Timestamp } from '../gen/google/protobuf/Timestamp.js';
 import type { ChatMessage as ProtoChatMessage } from '../gen/runstream/v1/ChatMessage.js';
 import type { ChatRole } from '../gen/runstream/v1/ChatRole.js';
 import type { Event as ProtoEvent } from '../gen/runstream/v1/Event.js';
 import type { Run as ProtoRun } from '../gen/runstream/v1/Run.js';
 import type { RunStatus } from '../gen/runstream/v1/RunStatus.js';
-import type { RunRecord, RunStatusName } from '../persist/runs.js';
+import type { RunRecord } from '../persist/runs.js';
 import type { ChatMessage, ChatRoleName } from './chat.js';
 
 /** An RFC 3339 time as a protobuf Timestamp. */

@@ -16,17 +16,17 @@ import type pg from 'pg';
 import { v7 as uuidv7 } from 'uuid';
 import { requireCancel } from '../auth/http.js';
 import type { Principal } from '../auth/principal.js';
+import type { LogRecord } from '../domain/event.js';
+import { requiredId } from '../domain/ids.js';
+import { hasEnded, isTerminal } from '../domain/run-lifecycle.js';
 import { ErrorCode, InvalidArgumentError, RunstreamError } from '../errors.js';
-import type { LogRecord } from '../event.js';
 import type { CancelRun } from '../gen/runstream/v1/CancelRun.js';
 import type { Control } from '../gen/runstream/v1/Control.js';
 import type { LogPublisher } from '../log/publisher.js';
 import type { Subjects } from '../log/subjects.js';
 import { ThreadFeeds } from '../log/thread-feed.js';
 import type { Logger } from '../logger.js';
-import { runState } from '../persist/run-state.js';
-import { isTerminal } from '../run-lifecycle.js';
-import { ID_PATTERN } from './validate.js';
+import { getRun } from '../persist/runs.js';
 
 /** Event type of the lifecycle event that records a cancel request. */
 export const CANCEL_REQUESTED_EVENT_TYPE = 'cancel_requested';
@@ -79,19 +79,19 @@ export class RunControl {
    */
   async requestCancel(req: CancelRequest): Promise<CancelReceipt> {
     const { threadId, runId, principal } = req;
-    if (!ID_PATTERN.test(threadId))
-      throw new InvalidArgumentError('thread_id', 'must match [A-Za-z0-9_-]{1,128}');
-    if (!ID_PATTERN.test(runId)) throw new InvalidArgumentError('run_id', 'must match [A-Za-z0-9_-]{1,128}');
+    requiredId(threadId, 'thread_id');
+    requiredId(runId, 'run_id');
     checkReason(req.reason);
     requireCancel(principal, threadId);
-    const state = await runState(this.#o.pool, threadId, runId);
-    if (!state.known) {
+    // The run's status is the runs table's (domain/run-lifecycle.ts), as every reader sees it.
+    const run = await getRun(this.#o.pool, threadId, runId);
+    if (!run) {
       throw new RunstreamError(ErrorCode.NotFound, `run ${runId} of thread ${threadId} has no stored events`);
     }
-    if (state.terminal) {
+    if (hasEnded(run.status)) {
       throw new RunstreamError(
         ErrorCode.RunEnded,
-        `run ${runId} has already ended (${state.terminal.eventType} at seq ${state.terminal.seq})`,
+        `run ${runId} has already ended (${run.status} at seq ${run.end_seq})`,
       );
     }
     const requestedBy = principal.userId ?? principal.subject ?? '';

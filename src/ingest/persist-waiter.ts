@@ -8,8 +8,8 @@
  */
 
 import type pg from 'pg';
+import type { LogRecord } from '../domain/event.js';
 import { ErrorCode, RunstreamError } from '../errors.js';
-import type { LogRecord } from '../event.js';
 import type { EventAck } from '../gen/runstream/v1/EventAck.js';
 import type { LogAck } from '../log/publisher.js';
 import type { ThreadFeeds } from '../log/thread-feed.js';

@@ -4,6 +4,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { watchExpiry } from '../auth/expiry.js';
 import { type Authenticator, bearerFromGrpc, type Principal } from '../auth/principal.js';
+import type { LogRecord } from '../domain/event.js';
 import {
   ErrorCode,
   InvalidArgumentError,
@@ -12,7 +13,6 @@ import {
   TokenExpiredError,
   toRunstreamError,
 } from '../errors.js';
-import type { LogRecord } from '../event.js';
 import type { EventAck } from '../gen/runstream/v1/EventAck.js';
 import type { IngestHandlers } from '../gen/runstream/v1/Ingest.js';
 import type { PublishRequest__Output } from '../gen/runstream/v1/PublishRequest.js';

@@ -4,15 +4,11 @@
  * request is refused whole.
  */
 import { v7 as uuidv7 } from 'uuid';
+import { CATEGORY_NUMBER, type CategoryName, type LogRecord } from '../domain/event.js';
+import { EVENT_TYPE_PATTERN, optionalId, requiredId } from '../domain/ids.js';
 import { InvalidArgumentError } from '../errors.js';
-import { CATEGORY_NUMBER, type CategoryName, type LogRecord } from '../event.js';
 import type { Event__Output } from '../gen/runstream/v1/Event.js';
 import { jsonTextProblem } from './json-text.js';
-
-/** Thread, run, event and user ids: safe as NATS subject tokens, URL segments and SQL text. */
-export const ID_PATTERN = /^[A-Za-z0-9_-]{1,128}$/;
-/** Event types: short, printable ASCII, no spaces. */
-export const EVENT_TYPE_PATTERN = /^[\x21-\x7e]{1,64}$/;
 
 export interface ValidationLimits {
   readonly maxContentBytes: number;
@@ -54,10 +50,10 @@ function validateEvent(
   limits: ValidationLimits,
   receivedAt: string,
 ): LogRecord {
-  checkId(e.thread_id, `${path}.thread_id`, true);
-  checkId(e.run_id, `${path}.run_id`, true);
-  checkId(e.event_id, `${path}.event_id`, false);
-  checkId(e.user_id, `${path}.user_id`, false);
+  requiredId(e.thread_id, `${path}.thread_id`);
+  requiredId(e.run_id, `${path}.run_id`);
+  optionalId(e.event_id, `${path}.event_id`);
+  optionalId(e.user_id, `${path}.user_id`);
   if (!EVENT_TYPE_PATTERN.test(e.event_type)) {
     throw new InvalidArgumentError(
       `${path}.event_type`,
@@ -104,16 +100,6 @@ function validateEvent(
     content_json: e.content_json,
     metadata_json: metadataJson,
   };
-}
-
-function checkId(value: string, field: string, required: boolean): void {
-  if (value === '') {
-    if (required) throw new InvalidArgumentError(field, 'is required');
-    return;
-  }
-  if (!ID_PATTERN.test(value)) {
-    throw new InvalidArgumentError(field, 'must match [A-Za-z0-9_-]{1,128}');
-  }
 }
 
 /**

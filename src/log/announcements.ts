@@ -8,7 +8,7 @@
  *   `[event_id, 0, offset, reason]`.
  */
 import type { Msg } from '@nats-io/transport-node';
-import { eventJson, type StoredEvent } from '../event.js';
+import { eventJson, type StoredEvent } from '../domain/event.js';
 import type { Receipt } from '../persist/seq-assigner.js';
 
 /** A committed event as fan-out sees it: what filters need, and its JSON text, serialised once. */

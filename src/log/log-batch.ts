@@ -26,8 +26,8 @@
  * else. A retry that regroups events is not identical; Postgres drops its duplicates.
  */
 import { createHash } from 'node:crypto';
+import { decodeLogRecord, type LogRecord } from '../domain/event.js';
 import { InvalidArgumentError } from '../errors.js';
-import { decodeLogRecord, type LogRecord } from '../event.js';
 import { msgId } from './subjects.js';
 
 /** Bytes of a log message other than its events' payloads, at most: header, ids, subject, headers. */

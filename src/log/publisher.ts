@@ -23,8 +23,8 @@ import {
   type NatsConnection,
   type Subscription,
 } from '@nats-io/transport-node';
+import type { LogRecord } from '../domain/event.js';
 import { UnavailableError } from '../errors.js';
-import type { LogRecord } from '../event.js';
 import { maxBodyBytes } from './connection.js';
 import { encodeLogMessages, type LogMessage } from './log-batch.js';
 import type { Subjects } from './subjects.js';

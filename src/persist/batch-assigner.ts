@@ -12,7 +12,7 @@
  *  6. for events the store refused (poison.ts), their dead letters, one statement.
  */
 import type pg from 'pg';
-import { CATEGORY_NUMBER, type StoredEvent } from '../event.js';
+import { CATEGORY_NUMBER, type StoredEvent } from '../domain/event.js';
 import type { Horizons } from './deletions.js';
 import { noticeEventId, rejectionNotice, storableText } from './poison.js';
 import { type RunDelta, runDeltas } from './runs.js';

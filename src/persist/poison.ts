@@ -16,7 +16,7 @@
  * before: bisecting on it would move good events into the dead-letter table.
  */
 import { createHash } from 'node:crypto';
-import type { LogRecord } from '../event.js';
+import type { LogRecord } from '../domain/event.js';
 import type { Rejection } from './seq-assigner.js';
 
 /** Event type of the notice stored in a refused event's place. */

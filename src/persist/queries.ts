@@ -1,8 +1,8 @@
 /** Read queries over the event log. Always parameterised; seq cursors only. */
 import type pg from 'pg';
-import { CATEGORY_NUMBER, categoryName, type StoredEvent } from '../event.js';
-import type { EventFilter } from '../fanout/filter.js';
-import { TERMINAL_EVENT_TYPES } from '../run-lifecycle.js';
+import { CATEGORY_NUMBER, categoryName, type StoredEvent } from '../domain/event.js';
+import type { EventFilter } from '../domain/filter.js';
+import { TERMINAL_EVENT_TYPES } from '../domain/run-lifecycle.js';
 
 interface EventRow {
   seq: string;

@@ -1,97 +1,13 @@
 /**
  * The `runs` table: one row per run, kept by the persister from the run's events in the
  * same transaction that stores them (so a run's counters and status never disagree with
- * its events), and the thread's head seq beside it (see migration 0004).
- *
- * Status comes from lifecycle events (category `lifecycle` only):
- *
- * | event_type                                              | status                                  |
- * |---------------------------------------------------------|-----------------------------------------|
- * | `run_pending`, `run_created`, `pending`                 | `pending` (only for a run not yet seen) |
- * | `metadata`, `run_start`, `run_started`, `start`         | `running` (also re-opens an ended run)  |
- * | `end`, `run_end`                                        | `content.status` (see {@link statusWord}), default `success` |
- * | `error`, `run_error`                                    | `error`                                 |
- * | `cancelled`, `run_cancelled`                            | `cancelled`                             |
- * | `interrupted`, `run_interrupted`                        | `interrupted`                           |
- * | any other event                                         | a `pending` run becomes `running`; a new run starts `running` |
- *
- * The terminal types are exactly {@link TERMINAL_EVENT_TYPES}: the event that ends a run
- * subscription is the event that ends the run here. The latest start or terminal event
- * wins, so a run resumed after `interrupted` is `running` again.
+ * its events), and the thread's head seq beside it (see migration 0004). The status rule
+ * is domain/run-lifecycle.ts; this file folds a batch's events into one change per run
+ * ({@link runDeltas}) and reads the rows back.
  */
 import type pg from 'pg';
-import { CATEGORY_NUMBER, type StoredEvent } from '../event.js';
-import { TERMINAL_EVENT_TYPES } from '../run-lifecycle.js';
-
-export const RUN_STATUSES = ['pending', 'running', 'success', 'error', 'interrupted', 'cancelled'] as const;
-export type RunStatusName = (typeof RUN_STATUSES)[number];
-
-export const PENDING_EVENT_TYPES: ReadonlySet<string> = new Set(['run_pending', 'run_created', 'pending']);
-export const START_EVENT_TYPES: ReadonlySet<string> = new Set([
-  'metadata',
-  'run_start',
-  'run_started',
-  'start',
-]);
-
-/** What a lifecycle event says about its run's status. */
-export type LifecycleSignal =
-  | { readonly kind: 'pending' }
-  | { readonly kind: 'start' }
-  | { readonly kind: 'terminal'; readonly status: RunStatusName }
-  | { readonly kind: 'other' };
-
-/** The status an `end` event's `content.status` names; anything unknown counts as `success`. */
-export function statusWord(word: unknown): RunStatusName {
-  switch (typeof word === 'string' ? word.toLowerCase() : '') {
-    case 'error':
-    case 'failed':
-    case 'failure':
-    case 'timeout':
-      return 'error';
-    case 'cancelled':
-    case 'canceled':
-    case 'aborted':
-      return 'cancelled';
-    case 'interrupted':
-    case 'interrupt':
-      return 'interrupted';
-    default:
-      return 'success';
-  }
-}
-
-export function classify(category: string, eventType: string, contentJson: string): LifecycleSignal {
-  if (category !== 'lifecycle') return { kind: 'other' };
-  if (START_EVENT_TYPES.has(eventType)) return { kind: 'start' };
-  if (PENDING_EVENT_TYPES.has(eventType)) return { kind: 'pending' };
-  if (!TERMINAL_EVENT_TYPES.has(eventType)) return { kind: 'other' };
-  switch (eventType) {
-    case 'error':
-    case 'run_error':
-      return { kind: 'terminal', status: 'error' };
-    case 'cancelled':
-    case 'run_cancelled':
-      return { kind: 'terminal', status: 'cancelled' };
-    case 'interrupted':
-    case 'run_interrupted':
-      return { kind: 'terminal', status: 'interrupted' };
-    default:
-      return { kind: 'terminal', status: statusWord(objectOf(contentJson)?.status) };
-  }
-}
-
-function objectOf(json: string): Record<string, unknown> | undefined {
-  if (!json.startsWith('{')) return undefined;
-  try {
-    const v = JSON.parse(json) as unknown;
-    return v !== null && typeof v === 'object' && !Array.isArray(v)
-      ? (v as Record<string, unknown>)
-      : undefined;
-  } catch {
-    return undefined;
-  }
-}
+import { CATEGORY_NUMBER, type StoredEvent } from '../domain/event.js';
+import { classify, jsonObject, type RunStatusName } from '../domain/run-lifecycle.js';
 
 /** What one thread-batch does to one run. */
 export interface RunDelta {
@@ -169,7 +85,7 @@ export function runDeltas(inserted: readonly StoredEvent[]): RunDelta[] {
         d.end_seq = null;
         d.ended_at = null;
         d.outcome = null;
-        if (objectOf(e.content_json)) d.metadata = e.content_json;
+        if (jsonObject(e.content_json)) d.metadata = e.content_json;
         break;
       case 'terminal':
         d.explicit = true;

@@ -9,7 +9,8 @@
  * runs; commit. `UNIQUE (thread_id, seq)` and `UNIQUE (thread_id, event_id)` are the backstops.
  */
 import type pg from 'pg';
-import type { LogRecord, StoredEvent } from '../event.js';
+import type { LogRecord, StoredEvent } from '../domain/event.js';
+import type { Receipt, Rejection } from '../domain/receipt.js';
 import { storeBatch } from './batch-assigner.js';
 
 export interface PendingEvent {
@@ -23,22 +24,7 @@ export interface PendingEvent {
   readonly rejection?: Rejection;
 }
 
-/** Why Postgres refused an event. */
-export interface Rejection {
-  readonly reason: string;
-  readonly sqlstate: string;
-}
-
-/** What became of one pending event. */
-export interface Receipt {
-  readonly event_id: string;
-  /** 0 when rejected. */
-  readonly seq: number;
-  /** Offset of the stored row: differs from the message's own when it was a duplicate. */
-  readonly offset: number;
-  /** Why the store refused the event; absent when it was stored (or was a duplicate). */
-  readonly rejected?: string;
-}
+export type { Receipt, Rejection } from '../domain/receipt.js';
 
 export interface ThreadBatchResult {
   /** Newly stored events, in seq order. */

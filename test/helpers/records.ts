@@ -1,5 +1,5 @@
 /** Log records as ingest writes them, for tests below the gRPC layer. */
-import type { LogRecord } from '../../src/event.js';
+import type { LogRecord } from '../../src/domain/event.js';
 
 /** A token event of `thread` and `run` with content `content` (JSON text). */
 export function logRecord(thread: string, run: string, eventId: string, content = '"x"'): LogRecord {

@@ -1,25 +1,25 @@
 /**
- * A second fan-out node for SSE tests: a real HTTP server with the SSE routes, on the
- * stack's own nats-server and Postgres, next to the stack's broker (which ingests and
- * persists). It is what a scaled-out deployment runs, and it lets a test choose the SSE
- * limits and the authenticator, and look at the node's streams.
+ * A second fan-out node for SSE tests: the fan-out role alone (roles/fanout.ts) with its
+ * HTTP server, on the stack's own nats-server and Postgres, next to the stack's broker
+ * (which ingests and persists). It is what a scaled-out deployment runs, and it lets a
+ * test choose the SSE limits and the authenticator, and look at the node's streams.
  */
-import { connect, type NatsConnection } from '@nats-io/transport-node';
-import pg from 'pg';
 import type { Authenticator } from '../../src/auth/principal.js';
-import { OPEN_AUTHENTICATOR } from '../../src/auth/principal.js';
-import { DEFAULT_MAX_PAGE_BYTES } from '../../src/config.js';
-import { HttpServer } from '../../src/fanout/http-server.js';
-import { SseService, type SseServiceOptions } from '../../src/fanout/sse.js';
-import { type CommittedEvent, decodeEvents } from '../../src/log/announcements.js';
-import { Subjects } from '../../src/log/subjects.js';
-import { ThreadFeeds } from '../../src/log/thread-feed.js';
+import { loadConfig } from '../../src/config.js';
+import type { SseStreams } from '../../src/fanout/sse/routes.js';
+import { HttpServer } from '../../src/http/server.js';
+import { RunControl } from '../../src/ingest/control.js';
+import type { CommittedEvent } from '../../src/log/announcements.js';
+import { LogPublisher } from '../../src/log/publisher.js';
+import type { ThreadFeeds } from '../../src/log/thread-feed.js';
 import { createLogger } from '../../src/logger.js';
+import { type Closers, startBase } from '../../src/roles/base.js';
+import { startFanoutRole } from '../../src/roles/fanout.js';
 import type { Stack } from './stack.js';
 
 export interface SseNode extends AsyncDisposable {
   readonly url: string;
-  readonly sse: SseService;
+  readonly sse: SseStreams;
   readonly feeds: ThreadFeeds<CommittedEvent[]>;
 }
 
@@ -29,58 +29,53 @@ export interface SseNodeOptions {
   readonly maxBufferedBytes?: number;
   readonly maxStreams?: number;
   readonly pageSize?: number;
-  readonly cancelRun?: SseServiceOptions['cancelRun'];
 }
 
 export async function startSseNode(stack: Stack, o: SseNodeOptions = {}): Promise<SseNode> {
   const log = createLogger(process.env.LOG_LEVEL ?? 'warn', 'sse-node');
-  const nc: NatsConnection = await connect({ servers: stack.servers.nats.url });
-  const pool = new pg.Pool({ connectionString: stack.servers.pg.url, max: 4 });
-  pool.on('error', () => undefined);
-  const subjects = new Subjects(stack.config.subjectPrefix);
-  const feeds = new ThreadFeeds<CommittedEvent[]>(nc, (t) => subjects.events(t), decodeEvents, log);
-  const auth = o.auth ?? OPEN_AUTHENTICATOR;
-  const sse = new SseService({
-    pool,
-    feeds,
-    logBounds: async () => ({ first: 1, last: Number.MAX_SAFE_INTEGER }),
-    pageSize: o.pageSize ?? 50,
-    maxPageBytes: DEFAULT_MAX_PAGE_BYTES,
-    maxBufferedBytes: o.maxBufferedBytes ?? 16 * 1024 * 1024,
-    keepAliveMs: o.keepAliveMs ?? 15_000,
-    maxStreams: o.maxStreams ?? 1000,
-    auth,
-    cancelRun: o.cancelRun,
+  const config = loadConfig(
+    {},
+    {
+      ...stack.config,
+      roles: new Set(['fanout']),
+      grpcPort: 0,
+      httpPort: 0,
+      pgPoolSize: 4,
+      catchupPageSize: o.pageSize ?? 50,
+      wsMaxBufferedBytes: o.maxBufferedBytes ?? 16 * 1024 * 1024,
+      sseKeepAliveMs: o.keepAliveMs ?? 15_000,
+      sseMaxStreams: o.maxStreams ?? 1000,
+    },
+  );
+  const closers: Closers = [];
+  const started = await startBase(config, log, closers);
+  const base = o.auth === undefined ? started : { ...started, auth: o.auth };
+  const control = new RunControl({
+    nc: base.nc,
+    publisher: new LogPublisher(base.nc, base.subjects),
+    subjects: base.subjects,
+    pool: base.pool,
     log,
   });
+  const fanout = startFanoutRole(base, control);
   const http = new HttpServer({
     host: '127.0.0.1',
     port: 0,
-    pool,
-    feeds,
-    pageSize: 50,
-    maxPageBytes: DEFAULT_MAX_PAGE_BYTES,
-    maxSubscriptions: 16,
-    maxBufferedBytes: 16 * 1024 * 1024,
-    maxPayloadBytes: 64 * 1024,
-    pingIntervalMs: 60_000,
-    logBounds: async () => ({ first: 1, last: Number.MAX_SAFE_INTEGER }),
-    routes: sse.routes,
+    router: base.router,
+    upgrades: fanout.upgrades,
     ready: async () => true,
-    auth,
     allowedOrigins: undefined,
     log,
   });
   await http.start();
+  closers.push(() => http.close());
+  closers.push(() => fanout.closeSubscribers());
   return {
     url: `http://127.0.0.1:${http.port}`,
-    sse,
-    feeds,
+    sse: fanout.sse,
+    feeds: fanout.feeds,
     async [Symbol.asyncDispose]() {
-      sse.close();
-      await http.close();
-      await nc.close();
-      await pool.end();
+      for (const c of closers.splice(0).reverse()) await c().catch(() => undefined);
     },
   };
 }

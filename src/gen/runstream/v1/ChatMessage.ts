@@ -1,7 +1,7 @@
 // Original file: runstream/v1/history.proto
 
-import type { ChatRole as _runstream_v1_ChatRole, ChatRole__Output as _runstream_v1_ChatRole__Output } from '../../runstream/v1/ChatRole.js';
-import type { ChatToolCall as _runstream_v1_ChatToolCall, ChatToolCall__Output as _runstream_v1_ChatToolCall__Output } from '../../runstream/v1/ChatToolCall.js';
+import type { ChatRole as _runstream_v1_ChatRole, ChatRole__Output as _runstream_v1_ChatRole__Output } from './ChatRole.js';
+import type { ChatToolCall as _runstream_v1_ChatToolCall, ChatToolCall__Output as _runstream_v1_ChatToolCall__Output } from './ChatToolCall.js';
 import type { Timestamp as _google_protobuf_Timestamp, Timestamp__Output as _google_protobuf_Timestamp__Output } from '../../google/protobuf/Timestamp.js';
 import type { Long } from '@grpc/proto-loader';
 

@@ -1,6 +1,6 @@
 // Original file: runstream/v1/runstream.proto
 
-import type { CancelRun as _runstream_v1_CancelRun, CancelRun__Output as _runstream_v1_CancelRun__Output } from '../../runstream/v1/CancelRun.js';
+import type { CancelRun as _runstream_v1_CancelRun, CancelRun__Output as _runstream_v1_CancelRun__Output } from './CancelRun.js';
 
 export interface Control {
   'cancel'?: (_runstream_v1_CancelRun | null);

@@ -1,6 +1,6 @@
 // Original file: runstream/v1/runstream.proto
 
-import type { Category as _runstream_v1_Category, Category__Output as _runstream_v1_Category__Output } from '../../runstream/v1/Category.js';
+import type { Category as _runstream_v1_Category, Category__Output as _runstream_v1_Category__Output } from './Category.js';
 import type { Timestamp as _google_protobuf_Timestamp, Timestamp__Output as _google_protobuf_Timestamp__Output } from '../../google/protobuf/Timestamp.js';
 import type { Long } from '@grpc/proto-loader';
 

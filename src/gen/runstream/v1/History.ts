@@ -2,21 +2,21 @@
 
 import type * as grpc from '@grpc/grpc-js'
 import type { MethodDefinition } from '@grpc/proto-loader'
-import type { CountMessagesRequest as _runstream_v1_CountMessagesRequest, CountMessagesRequest__Output as _runstream_v1_CountMessagesRequest__Output } from '../../runstream/v1/CountMessagesRequest.js';
-import type { CountMessagesResponse as _runstream_v1_CountMessagesResponse, CountMessagesResponse__Output as _runstream_v1_CountMessagesResponse__Output } from '../../runstream/v1/CountMessagesResponse.js';
-import type { DeleteResponse as _runstream_v1_DeleteResponse, DeleteResponse__Output as _runstream_v1_DeleteResponse__Output } from '../../runstream/v1/DeleteResponse.js';
-import type { DeleteRunRequest as _runstream_v1_DeleteRunRequest, DeleteRunRequest__Output as _runstream_v1_DeleteRunRequest__Output } from '../../runstream/v1/DeleteRunRequest.js';
-import type { DeleteThreadRequest as _runstream_v1_DeleteThreadRequest, DeleteThreadRequest__Output as _runstream_v1_DeleteThreadRequest__Output } from '../../runstream/v1/DeleteThreadRequest.js';
-import type { GetRunRequest as _runstream_v1_GetRunRequest, GetRunRequest__Output as _runstream_v1_GetRunRequest__Output } from '../../runstream/v1/GetRunRequest.js';
-import type { ListChatMessagesRequest as _runstream_v1_ListChatMessagesRequest, ListChatMessagesRequest__Output as _runstream_v1_ListChatMessagesRequest__Output } from '../../runstream/v1/ListChatMessagesRequest.js';
-import type { ListChatMessagesResponse as _runstream_v1_ListChatMessagesResponse, ListChatMessagesResponse__Output as _runstream_v1_ListChatMessagesResponse__Output } from '../../runstream/v1/ListChatMessagesResponse.js';
-import type { ListEventsRequest as _runstream_v1_ListEventsRequest, ListEventsRequest__Output as _runstream_v1_ListEventsRequest__Output } from '../../runstream/v1/ListEventsRequest.js';
-import type { ListEventsResponse as _runstream_v1_ListEventsResponse, ListEventsResponse__Output as _runstream_v1_ListEventsResponse__Output } from '../../runstream/v1/ListEventsResponse.js';
-import type { ListMessagesByRunRequest as _runstream_v1_ListMessagesByRunRequest, ListMessagesByRunRequest__Output as _runstream_v1_ListMessagesByRunRequest__Output } from '../../runstream/v1/ListMessagesByRunRequest.js';
-import type { ListMessagesRequest as _runstream_v1_ListMessagesRequest, ListMessagesRequest__Output as _runstream_v1_ListMessagesRequest__Output } from '../../runstream/v1/ListMessagesRequest.js';
-import type { ListRunsRequest as _runstream_v1_ListRunsRequest, ListRunsRequest__Output as _runstream_v1_ListRunsRequest__Output } from '../../runstream/v1/ListRunsRequest.js';
-import type { ListRunsResponse as _runstream_v1_ListRunsResponse, ListRunsResponse__Output as _runstream_v1_ListRunsResponse__Output } from '../../runstream/v1/ListRunsResponse.js';
-import type { Run as _runstream_v1_Run, Run__Output as _runstream_v1_Run__Output } from '../../runstream/v1/Run.js';
+import type { CountMessagesRequest as _runstream_v1_CountMessagesRequest, CountMessagesRequest__Output as _runstream_v1_CountMessagesRequest__Output } from './CountMessagesRequest.js';
+import type { CountMessagesResponse as _runstream_v1_CountMessagesResponse, CountMessagesResponse__Output as _runstream_v1_CountMessagesResponse__Output } from './CountMessagesResponse.js';
+import type { DeleteResponse as _runstream_v1_DeleteResponse, DeleteResponse__Output as _runstream_v1_DeleteResponse__Output } from './DeleteResponse.js';
+import type { DeleteRunRequest as _runstream_v1_DeleteRunRequest, DeleteRunRequest__Output as _runstream_v1_DeleteRunRequest__Output } from './DeleteRunRequest.js';
+import type { DeleteThreadRequest as _runstream_v1_DeleteThreadRequest, DeleteThreadRequest__Output as _runstream_v1_DeleteThreadRequest__Output } from './DeleteThreadRequest.js';
+import type { GetRunRequest as _runstream_v1_GetRunRequest, GetRunRequest__Output as _runstream_v1_GetRunRequest__Output } from './GetRunRequest.js';
+import type { ListChatMessagesRequest as _runstream_v1_ListChatMessagesRequest, ListChatMessagesRequest__Output as _runstream_v1_ListChatMessagesRequest__Output } from './ListChatMessagesRequest.js';
+import type { ListChatMessagesResponse as _runstream_v1_ListChatMessagesResponse, ListChatMessagesResponse__Output as _runstream_v1_ListChatMessagesResponse__Output } from './ListChatMessagesResponse.js';
+import type { ListEventsRequest as _runstream_v1_ListEventsRequest, ListEventsRequest__Output as _runstream_v1_ListEventsRequest__Output } from './ListEventsRequest.js';
+import type { ListEventsResponse as _runstream_v1_ListEventsResponse, ListEventsResponse__Output as _runstream_v1_ListEventsResponse__Output } from './ListEventsResponse.js';
+import type { ListMessagesByRunRequest as _runstream_v1_ListMessagesByRunRequest, ListMessagesByRunRequest__Output as _runstream_v1_ListMessagesByRunRequest__Output } from './ListMessagesByRunRequest.js';
+import type { ListMessagesRequest as _runstream_v1_ListMessagesRequest, ListMessagesRequest__Output as _runstream_v1_ListMessagesRequest__Output } from './ListMessagesRequest.js';
+import type { ListRunsRequest as _runstream_v1_ListRunsRequest, ListRunsRequest__Output as _runstream_v1_ListRunsRequest__Output } from './ListRunsRequest.js';
+import type { ListRunsResponse as _runstream_v1_ListRunsResponse, ListRunsResponse__Output as _runstream_v1_ListRunsResponse__Output } from './ListRunsResponse.js';
+import type { Run as _runstream_v1_Run, Run__Output as _runstream_v1_Run__Output } from './Run.js';
 
 export interface HistoryClient extends grpc.Client {
   CountMessages(argument: _runstream_v1_CountMessagesRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_runstream_v1_CountMessagesResponse__Output>): grpc.ClientUnaryCall;

@@ -2,8 +2,8 @@
 
 import type * as grpc from '@grpc/grpc-js'
 import type { MethodDefinition } from '@grpc/proto-loader'
-import type { PublishRequest as _runstream_v1_PublishRequest, PublishRequest__Output as _runstream_v1_PublishRequest__Output } from '../../runstream/v1/PublishRequest.js';
-import type { PublishResponse as _runstream_v1_PublishResponse, PublishResponse__Output as _runstream_v1_PublishResponse__Output } from '../../runstream/v1/PublishResponse.js';
+import type { PublishRequest as _runstream_v1_PublishRequest, PublishRequest__Output as _runstream_v1_PublishRequest__Output } from './PublishRequest.js';
+import type { PublishResponse as _runstream_v1_PublishResponse, PublishResponse__Output as _runstream_v1_PublishResponse__Output } from './PublishResponse.js';
 
 export interface IngestClient extends grpc.Client {
   Publish(argument: _runstream_v1_PublishRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_runstream_v1_PublishResponse__Output>): grpc.ClientUnaryCall;

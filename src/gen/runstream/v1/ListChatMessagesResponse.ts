@@ -1,6 +1,6 @@
 // Original file: runstream/v1/history.proto
 
-import type { ChatMessage as _runstream_v1_ChatMessage, ChatMessage__Output as _runstream_v1_ChatMessage__Output } from '../../runstream/v1/ChatMessage.js';
+import type { ChatMessage as _runstream_v1_ChatMessage, ChatMessage__Output as _runstream_v1_ChatMessage__Output } from './ChatMessage.js';
 import type { Long } from '@grpc/proto-loader';
 
 export interface ListChatMessagesResponse {

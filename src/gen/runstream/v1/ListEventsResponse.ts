@@ -1,6 +1,6 @@
 // Original file: runstream/v1/history.proto
 
-import type { Event as _runstream_v1_Event, Event__Output as _runstream_v1_Event__Output } from '../../runstream/v1/Event.js';
+import type { Event as _runstream_v1_Event, Event__Output as _runstream_v1_Event__Output } from './Event.js';
 import type { Long } from '@grpc/proto-loader';
 
 export interface ListEventsResponse {

@@ -1,6 +1,6 @@
 // Original file: runstream/v1/history.proto
 
-import type { RunStatus as _runstream_v1_RunStatus, RunStatus__Output as _runstream_v1_RunStatus__Output } from '../../runstream/v1/RunStatus.js';
+import type { RunStatus as _runstream_v1_RunStatus, RunStatus__Output as _runstream_v1_RunStatus__Output } from './RunStatus.js';
 import type { Long } from '@grpc/proto-loader';
 
 export interface ListRunsRequest {

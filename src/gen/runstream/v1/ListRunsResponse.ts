@@ -1,6 +1,6 @@
 // Original file: runstream/v1/history.proto
 
-import type { Run as _runstream_v1_Run, Run__Output as _runstream_v1_Run__Output } from '../../runstream/v1/Run.js';
+import type { Run as _runstream_v1_Run, Run__Output as _runstream_v1_Run__Output } from './Run.js';
 import type { Long } from '@grpc/proto-loader';
 
 export interface ListRunsResponse {

@@ -1,7 +1,7 @@
 // Original file: runstream/v1/runstream.proto
 
-import type { Event as _runstream_v1_Event, Event__Output as _runstream_v1_Event__Output } from '../../runstream/v1/Event.js';
-import type { AckLevel as _runstream_v1_AckLevel, AckLevel__Output as _runstream_v1_AckLevel__Output } from '../../runstream/v1/AckLevel.js';
+import type { Event as _runstream_v1_Event, Event__Output as _runstream_v1_Event__Output } from './Event.js';
+import type { AckLevel as _runstream_v1_AckLevel, AckLevel__Output as _runstream_v1_AckLevel__Output } from './AckLevel.js';
 
 export interface PublishRequest {
   'events'?: (_runstream_v1_Event)[];

@@ -1,7 +1,7 @@
 // Original file: runstream/v1/runstream.proto
 
-import type { EventAck as _runstream_v1_EventAck, EventAck__Output as _runstream_v1_EventAck__Output } from '../../runstream/v1/EventAck.js';
-import type { Control as _runstream_v1_Control, Control__Output as _runstream_v1_Control__Output } from '../../runstream/v1/Control.js';
+import type { EventAck as _runstream_v1_EventAck, EventAck__Output as _runstream_v1_EventAck__Output } from './EventAck.js';
+import type { Control as _runstream_v1_Control, Control__Output as _runstream_v1_Control__Output } from './Control.js';
 
 export interface PublishResponse {
   'acks'?: (_runstream_v1_EventAck)[];

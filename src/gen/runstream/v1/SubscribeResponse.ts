@@ -1,6 +1,6 @@
 // Original file: runstream/v1/subscriber.proto
 
-import type { Event as _runstream_v1_Event, Event__Output as _runstream_v1_Event__Output } from '../../runstream/v1/Event.js';
+import type { Event as _runstream_v1_Event, Event__Output as _runstream_v1_Event__Output } from './Event.js';
 import type { Long } from '@grpc/proto-loader';
 
 export interface _runstream_v1_SubscribeResponse_Deleted {
@@ -16,11 +16,13 @@ export interface _runstream_v1_SubscribeResponse_Deleted__Output {
 export interface _runstream_v1_SubscribeResponse_End {
   'run_id'?: (string);
   'seq'?: (number | string | Long);
+  'status'?: (string);
 }
 
 export interface _runstream_v1_SubscribeResponse_End__Output {
   'run_id': (string);
   'seq': (number);
+  'status': (string);
 }
 
 export interface _runstream_v1_SubscribeResponse_Live {

@@ -2,8 +2,8 @@
 
 import type * as grpc from '@grpc/grpc-js'
 import type { MethodDefinition } from '@grpc/proto-loader'
-import type { SubscribeRequest as _runstream_v1_SubscribeRequest, SubscribeRequest__Output as _runstream_v1_SubscribeRequest__Output } from '../../runstream/v1/SubscribeRequest.js';
-import type { SubscribeResponse as _runstream_v1_SubscribeResponse, SubscribeResponse__Output as _runstream_v1_SubscribeResponse__Output } from '../../runstream/v1/SubscribeResponse.js';
+import type { SubscribeRequest as _runstream_v1_SubscribeRequest, SubscribeRequest__Output as _runstream_v1_SubscribeRequest__Output } from './SubscribeRequest.js';
+import type { SubscribeResponse as _runstream_v1_SubscribeResponse, SubscribeResponse__Output as _runstream_v1_SubscribeResponse__Output } from './SubscribeResponse.js';
 
 export interface SubscriberClient extends grpc.Client {
   Subscribe(argument: _runstream_v1_SubscribeRequest, metadata: grpc.Metadata, options?: grpc.CallOptions): grpc.ClientReadableStream<_runstream_v1_SubscribeResponse__Output>;

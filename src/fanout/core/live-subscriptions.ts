@@ -4,8 +4,8 @@
  * per statement, and catches up by itself if it is behind.
  */
 import type pg from 'pg';
-import type { Logger } from '../logger.js';
-import { headSeqs } from '../persist/queries.js';
+import type { Logger } from '../../logger.js';
+import { headSeqs } from '../../persist/queries.js';
 
 /** Threads whose heads one statement looks up. */
 export const RESYNC_THREADS_PER_QUERY = 1000;

@@ -1,23 +1,28 @@
 /**
- * One Server-Sent Events response carrying one {@link Subscription}: the SSE transport's
- * {@link SubscriptionSink}. It owns the response's send queue (bounded, paced by the
- * socket), the keep-alive comments, the token's expiry and the client's disconnect.
+ * One Server-Sent Events response carrying one subscription: the SSE transport's writer
+ * and renderer. The send queue and its slow-consumer rule are the core's; this file owns
+ * the response: the keep-alive comments, the token's expiry, the client's disconnect.
  *
  * What each subscription callback looks like on the wire is the {@link SseDialect}'s
- * business: runstream's own stream (`sse.ts`) and the LangGraph-compatible join
- * (`langgraph-join.ts`) share everything here and differ only in framing.
+ * business: runstream's own stream (routes.ts) and the LangGraph-compatible join
+ * (langgraph/join.ts) share everything here and differ only in framing.
  *
  * The response's status line is written lazily, with the first frame: an error found
- * before anything was streamed (a cursor past the head, an expired offset, a database
- * that is down) is still answered as a plain HTTP error with its status code.
+ * before anything was streamed (a cursor past the head, an expired offset, a database that
+ * is down) is still answered as a plain HTTP error with its status code.
  */
 import type { ServerResponse } from 'node:http';
-import { watchExpiry } from '../auth/expiry.js';
-import type { Principal } from '../auth/principal.js';
-import { ErrorCode, RunstreamError, TokenExpiredError } from '../errors.js';
-import { sendError } from '../http/util.js';
-import type { Logger } from '../logger.js';
-import type { DeliveredEvent, Subscription, SubscriptionSink } from './subscription.js';
+import { watchExpiry } from '../../auth/expiry.js';
+import type { Principal } from '../../auth/principal.js';
+import type { RunStatusName } from '../../domain/run-lifecycle.js';
+import { ErrorCode, RunstreamError, TokenExpiredError } from '../../errors.js';
+import { sendError } from '../../http/util.js';
+import type { Logger } from '../../logger.js';
+import type { ChatFrame } from '../core/chat-view.js';
+import { QueuedSink, type Renderer } from '../core/queued-sink.js';
+import type { SendQueue } from '../core/send-queue.js';
+import type { SubscriptionService } from '../core/service.js';
+import type { DeliveredEvent, Subscription } from '../core/subscription.js';
 
 /**
  * After a slow consumer is cut off, how long its final bytes may take to drain before the
@@ -56,17 +61,20 @@ export interface SseDialect {
   event(e: DeliveredEvent): readonly SseFrame[];
   /** Catch-up ended at `seq`. */
   live(seq: number): readonly SseFrame[];
-  /** A run subscription passed the run's terminal event; the response ends after these. */
-  end(runId: string, seq: number): readonly SseFrame[];
+  /** The run ended at `seq` with `status`; the response ends after these. */
+  end(runId: string, seq: number, status: RunStatusName): readonly SseFrame[];
   /** The thread or run was deleted; the response ends after these. */
   deleted(threadId: string, runId: string | undefined, cursor: number): readonly SseFrame[];
   /** The stream failed after it started; `cursor` is where to resume. The response ends after these. */
   error(err: RunstreamError, cursor: number): readonly SseFrame[];
+  /** A chat view frame; absent: this dialect offers no chat view. */
+  chat?(frame: ChatFrame): readonly SseFrame[];
 }
 
 export interface SseStreamOptions {
   readonly res: ServerResponse;
   readonly dialect: SseDialect;
+  readonly service: SubscriptionService;
   readonly keepAliveMs: number;
   /** Bytes queued for the socket past which the client is cut off as too slow. */
   readonly maxBufferedBytes: number;
@@ -74,9 +82,14 @@ export interface SseStreamOptions {
   readonly principal: Principal;
   /** Extra response headers (e.g. `Location` for the LangGraph SDK's reconnects). */
   readonly headers?: Readonly<Record<string, string>>;
+  /**
+   * The client came back with `Last-Event-ID`: when its run had already ended before
+   * anything was sent, answer 204 (which tells an EventSource to stop reconnecting).
+   */
+  readonly resumed?: boolean;
   readonly log: Logger;
-  /** Called once when the stream is over, whatever the reason. */
-  readonly onClose: (stream: SseStream) => void;
+  /** Called once when the stream is over; `byClient` when the client went away first. */
+  readonly onClose: (byClient: boolean) => void;
 }
 
 /** Headers of every SSE response. */
@@ -88,15 +101,15 @@ export const SSE_HEADERS = {
   'x-accel-buffering': 'no',
 } as const;
 
-export class SseStream implements SubscriptionSink {
+export class SseStream {
   readonly #o: SseStreamOptions;
   readonly #res: ServerResponse;
+  readonly queue: SendQueue<string>;
+  readonly sink: QueuedSink<string>;
   #sub: Subscription | undefined;
   #closed = false;
   /** The client went away before the server ended the response. */
   #closedByClient = false;
-  #backlogged = false;
-  #drainWaiters: (() => void)[] = [];
   /** The last `id:` written: keep-alives move it forward when a filter skipped events. */
   #lastId = -1;
   #keepAlive: NodeJS.Timeout | undefined;
@@ -105,9 +118,29 @@ export class SseStream implements SubscriptionSink {
   constructor(o: SseStreamOptions) {
     this.#o = o;
     this.#res = o.res;
-    this.#res.on('drain', () => {
-      this.#backlogged = false;
-      this.#wakeDrainWaiters();
+    this.queue = o.service.queue<string>(
+      {
+        write: (text, done) => {
+          this.#open();
+          this.#res.write(text, () => done());
+        },
+        size: (text) => Buffer.byteLength(text),
+      },
+      o.maxBufferedBytes,
+      () => this.#cutOffSlowConsumer(),
+    );
+    this.sink = new QueuedSink(this.queue, this.#renderer(), (_sub, how) => {
+      if (how.kind === 'error' && !this.#res.headersSent) {
+        sendError(this.#res, how.error);
+        this.#onClose();
+        return;
+      }
+      if (how.kind === 'end' && this.#o.resumed && !this.#res.headersSent) {
+        this.#res.writeHead(204).end();
+        this.#onClose();
+        return;
+      }
+      this.#finish();
     });
     this.#res.on('close', () => {
       if (!this.#closed) this.#closedByClient = true;
@@ -119,7 +152,6 @@ export class SseStream implements SubscriptionSink {
     this.#stopExpiry = watchExpiry(o.principal, () =>
       this.#fail(
         new TokenExpiredError('the token expired; reconnect with a fresh one and your Last-Event-ID'),
-        this.#sub?.cursor ?? 0,
       ),
     );
   }
@@ -134,72 +166,32 @@ export class SseStream implements SubscriptionSink {
     return this.#closed;
   }
 
-  /** The client disconnected while the stream was still going. */
-  get closedByClient(): boolean {
-    return this.#closedByClient;
-  }
-
-  get backlogged(): boolean {
-    return this.#backlogged;
-  }
-
-  /** Bytes written to the response and not yet handed to the kernel. */
-  get queuedBytes(): number {
-    return this.#res.writableLength;
-  }
-
-  drained(): Promise<void> {
-    if (this.#closed || !this.#backlogged) return Promise.resolve();
-    return new Promise((resolve) => this.#drainWaiters.push(resolve));
-  }
-
-  event(_sub: Subscription, e: DeliveredEvent): void {
-    this.#send(this.#o.dialect.event(e));
-  }
-
-  live(_sub: Subscription, seq: number): void {
-    this.#send(this.#o.dialect.live(seq));
-    // A client waiting for the response's headers (EventSource's `open`, an SDK's fetch)
-    // gets them now, even when the dialect has nothing to say about going live.
-    if (!this.#closed && !this.#res.headersSent) {
-      this.#open();
-      this.#res.flushHeaders();
-    }
-  }
-
-  end(_sub: Subscription, runId: string, seq: number): void {
-    this.finish(this.#o.dialect.end(runId, seq));
-  }
-
-  deleted(sub: Subscription, runId: string | undefined): void {
-    this.finish(this.#o.dialect.deleted(sub.threadId, runId, sub.cursor));
-  }
-
-  error(sub: Subscription, err: RunstreamError): void {
-    this.#fail(err, sub.cursor);
-  }
-
-  /**
-   * Writes the last frames (past the queue limit if need be: they are small and the
-   * response ends right after) and ends the response.
-   */
-  finish(frames: readonly SseFrame[]): void {
-    if (this.#closed) return;
-    this.#open();
-    const text = frames.map(formatSse).join('');
-    this.#res.end(text);
-    this.#onClose();
-  }
-
-  /** An error before anything was streamed is an HTTP error; after, an error frame. */
-  #fail(err: RunstreamError, cursor: number): void {
-    if (this.#closed) return;
-    if (!this.#res.headersSent) {
-      sendError(this.#res, err);
-      this.#onClose();
-      return;
-    }
-    this.finish(this.#o.dialect.error(err, cursor));
+  #renderer(): Renderer<string> {
+    const d = this.#o.dialect;
+    const text = (frames: readonly SseFrame[]): string | undefined => {
+      if (frames.length === 0) return undefined;
+      for (const f of frames) if (f.id !== undefined) this.#lastId = f.id;
+      return frames.length === 1 ? formatSse(frames[0] as SseFrame) : frames.map(formatSse).join('');
+    };
+    return {
+      event: (_sub, e) => text(d.event(e)),
+      live: (_sub, seq) => {
+        const t = text(d.live(seq));
+        // A client waiting for the response's headers (EventSource's `open`, an SDK's fetch)
+        // gets them now, even when the dialect has nothing to say about going live.
+        if (!this.#closed && !this.#res.headersSent) {
+          this.#open();
+          this.#res.flushHeaders();
+        }
+        return t;
+      },
+      end: (_sub, runId, seq, status) =>
+        this.#o.resumed && !this.#res.headersSent ? undefined : text(d.end(runId, seq, status)),
+      deleted: (sub, runId) => text(d.deleted(sub.threadId, runId, sub.resumeCursor)),
+      // Before anything was streamed, an error is an HTTP error (the ending hook sends it).
+      error: (sub, err) => (this.#res.headersSent ? text(d.error(err, sub.resumeCursor)) : undefined),
+      ...(d.chat ? { chat: (_sub: Subscription, frame: ChatFrame) => text(d.chat?.(frame) ?? []) } : {}),
+    };
   }
 
   #open(): void {
@@ -207,18 +199,27 @@ export class SseStream implements SubscriptionSink {
     this.#res.writeHead(200, { ...SSE_HEADERS, ...this.#o.headers });
   }
 
-  #send(frames: readonly SseFrame[]): void {
-    if (this.#closed || frames.length === 0) return;
-    const text = frames.length === 1 ? formatSse(frames[0] as SseFrame) : frames.map(formatSse).join('');
-    // A frame always fits an empty queue, so one event larger than the limit cannot wedge a client.
-    const queued = this.#res.writableLength;
-    if (queued > 0 && queued + Buffer.byteLength(text) > this.#o.maxBufferedBytes) {
-      this.#cutOffSlowConsumer();
+  /** Ends the response after what was queued. */
+  #finish(): void {
+    if (this.#closed) return;
+    this.#open();
+    this.#res.end();
+    this.#onClose();
+  }
+
+  /** An error the stream itself found (an expired token): an HTTP error before streaming, else an error frame. */
+  #fail(err: RunstreamError): void {
+    if (this.#closed) return;
+    const cursor = this.#sub?.resumeCursor ?? 0;
+    this.#sub?.close();
+    if (!this.#res.headersSent) {
+      sendError(this.#res, err);
+      this.#onClose();
       return;
     }
-    this.#open();
-    if (!this.#res.write(text)) this.#backlogged = true;
-    for (const f of frames) if (f.id !== undefined) this.#lastId = f.id;
+    const frames = this.#o.dialect.error(err, cursor);
+    if (frames.length > 0) this.queue.sendFinal(frames.map(formatSse).join(''));
+    this.#finish();
   }
 
   /**
@@ -228,23 +229,25 @@ export class SseStream implements SubscriptionSink {
    * a reconnect does not re-read what was skipped.
    */
   #sendKeepAlive(): void {
-    if (this.#closed) return;
-    const cursor = this.#sub?.cursor ?? -1;
+    if (this.#closed || this.queue.closed) return;
+    const cursor = this.#sub?.resumeCursor ?? -1;
     const moved = this.#lastId >= 0 && cursor > this.#lastId;
-    this.#send([moved ? { comment: 'keep-alive', id: cursor } : { comment: 'keep-alive' }]);
+    if (moved) this.#lastId = cursor;
+    this.queue.send(formatSse(moved ? { comment: 'keep-alive', id: cursor } : { comment: 'keep-alive' }));
   }
 
   /** Past the queue limit: say where the client stopped, end the response, drop the socket later. */
   #cutOffSlowConsumer(): void {
-    const cursor = this.#sub?.cursor ?? 0;
-    const queuedBytes = this.#res.writableLength;
-    this.#o.log.info({ queuedBytes, cursor, thread: this.#sub?.threadId }, 'cut off slow sse consumer');
+    const cursor = this.#sub?.resumeCursor ?? 0;
+    this.#o.log.info(
+      { queuedBytes: this.queue.queuedBytes, cursor, thread: this.#sub?.threadId },
+      'cut off slow sse consumer',
+    );
     this.#fail(
       new RunstreamError(
         ErrorCode.SlowConsumer,
         `send queue limit of ${this.#o.maxBufferedBytes} bytes exceeded; reconnect with Last-Event-ID ${cursor}`,
       ),
-      cursor,
     );
     const socket = this.#res.socket;
     if (socket && !socket.destroyed) {
@@ -254,21 +257,17 @@ export class SseStream implements SubscriptionSink {
     }
   }
 
-  #wakeDrainWaiters(): void {
-    const waiters = this.#drainWaiters;
-    this.#drainWaiters = [];
-    for (const w of waiters) w();
-  }
-
   /** The stream is over: by our end, the client's disconnect or an error. */
   #onClose(): void {
     if (this.#closed) return;
     this.#closed = true;
     clearInterval(this.#keepAlive);
     this.#stopExpiry();
-    this.#wakeDrainWaiters();
     this.#sub?.close();
-    this.#o.onClose(this);
+    // The response is over: what it holds leaves the node's budget (a cut-off client's last
+    // bytes stay with its socket for at most the grace period).
+    this.queue.dispose();
+    this.#o.onClose(this.#closedByClient);
   }
 
   /** Ends the stream without a word (server shutdown): clients reconnect with their Last-Event-ID. */

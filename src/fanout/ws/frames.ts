@@ -37,9 +37,14 @@ export function unsubscribedFrame(subId: string, seq: number): string {
   return `{"type":"unsubscribed","id":${JSON.stringify(subId)},"seq":${seq}}`;
 }
 
-/** A run subscription is over: the run's terminal event (seq) has been passed. */
-export function endFrame(subId: string, runId: string, seq: number): string {
-  return `{"type":"end","id":${JSON.stringify(subId)},"run_id":"${runId}","seq":${seq}}`;
+/** A run subscription is over: the run ended at its terminal event `seq`, with `status`. */
+export function endFrame(subId: string, runId: string, seq: number, status: string): string {
+  return `{"type":"end","id":${JSON.stringify(subId)},"run_id":"${runId}","seq":${seq},"status":"${status}"}`;
+}
+
+/** A chat view frame: the change one chat event made (fanout/core/chat-view.ts), `{"seq",…}` inlined. */
+export function chatFrame(subId: string, json: string): string {
+  return `{"type":"chat","id":${JSON.stringify(subId)},${json.slice(1)}`;
 }
 
 /** The thread, or the run, was deleted; the subscription is over. */

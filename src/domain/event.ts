@@ -7,6 +7,8 @@
  * byte-identical events whichever path delivered them.
  */
 
+import { EVENT_TYPE_PATTERN, ID_PATTERN as LOG_ID } from './ids.js';
+
 export const CATEGORIES = ['message', 'trace', 'lifecycle'] as const;
 export type CategoryName = (typeof CATEGORIES)[number];
 
@@ -54,8 +56,6 @@ export function eventJson(e: StoredEvent): string {
   );
 }
 
-const LOG_ID = /^[A-Za-z0-9_-]{1,128}$/;
-
 /**
  * Checks a parsed log record has the shape ingest writes, so that a message put
  * on the log by anything else cannot make Postgres refuse a whole batch forever.
@@ -70,7 +70,7 @@ export function decodeLogRecord(value: unknown): LogRecord {
   if (typeof r.run_id !== 'string' || !LOG_ID.test(r.run_id)) bad('run_id');
   if (typeof r.event_id !== 'string' || !LOG_ID.test(r.event_id)) bad('event_id');
   if (typeof r.user_id !== 'string' || (r.user_id !== '' && !LOG_ID.test(r.user_id))) bad('user_id');
-  if (typeof r.event_type !== 'string' || !/^[\x21-\x7e]{1,64}$/.test(r.event_type)) bad('event_type');
+  if (typeof r.event_type !== 'string' || !EVENT_TYPE_PATTERN.test(r.event_type)) bad('event_type');
   if (!(CATEGORIES as readonly unknown[]).includes(r.category)) bad('category');
   if (typeof r.created_at !== 'string' || Number.isNaN(Date.parse(r.created_at))) bad('created_at');
   if (typeof r.content_json !== 'string') bad('content_json');

@@ -11,10 +11,10 @@
  * falls back to a full parse, so a change to {@link eventJson} can cost speed, never
  * correctness.
  */
-import type { CategoryName } from '../event.js';
-import type { Category } from '../gen/runstream/v1/Category.js';
-import type { Event } from '../gen/runstream/v1/Event.js';
-import { eventJsonParts, jsonValueEnd } from './event-json-parts.js';
+import type { CategoryName } from '../../domain/event.js';
+import type { Category } from '../../gen/runstream/v1/Category.js';
+import type { Event } from '../../gen/runstream/v1/Event.js';
+import { eventJsonParts, jsonValueEnd } from '../event-json-parts.js';
 
 const PROTO_CATEGORY: Readonly<Record<CategoryName, Category>> = {
   message: 'MESSAGE',

@@ -1,8 +1,14 @@
+/**
+ * The WebSocket transport (`/v1/ws`): one connection holds many subscriptions. It is a
+ * parser of client frames (strict: an unknown key is refused naming it), a renderer of
+ * server frames (frames.ts) and a writer into the socket; the subscription steps, the send
+ * queue and the slow-consumer rule are the core's (fanout/core/).
+ */
 import type { Duplex } from 'node:stream';
 import type { WebSocket } from 'ws';
-import { watchExpiry } from '../auth/expiry.js';
-import type { Principal } from '../auth/principal.js';
-import { scopedFilter } from '../auth/scope.js';
+import { watchExpiry } from '../../auth/expiry.js';
+import type { Principal } from '../../auth/principal.js';
+import { requiredId } from '../../domain/ids.js';
 import {
   ErrorCode,
   InvalidArgumentError,
@@ -10,12 +16,17 @@ import {
   quote,
   RunstreamError,
   toRunstreamError,
-} from '../errors.js';
-import { type CancelReceipt, type CancelSource, checkReason, type RunControl } from '../ingest/control.js';
-import { ID_PATTERN } from '../ingest/validate.js';
-import { parseFilter } from './filter.js';
+} from '../../errors.js';
+import { type CancelReceipt, type CancelSource, checkReason, type RunControl } from '../../ingest/control.js';
+import type { Logger } from '../../logger.js';
+import { QueuedSink, type Renderer } from '../core/queued-sink.js';
+import { refuseUnknownKeys, SUBSCRIBE_FIELDS, subscribeRequest } from '../core/request.js';
+import type { SendQueue } from '../core/send-queue.js';
+import type { SubscriptionService } from '../core/service.js';
+import type { Subscription } from '../core/subscription.js';
 import {
   cancelRequestedFrame,
+  chatFrame,
   deletedFrame,
   endFrame,
   errorFrame,
@@ -24,14 +35,6 @@ import {
   sharedEventFrame,
   unsubscribedFrame,
 } from './frames.js';
-import {
-  type DeliveredEvent,
-  type StartCursor,
-  Subscription,
-  type SubscriptionResources,
-  type SubscriptionSink,
-  subscriptionResources,
-} from './subscription.js';
 
 /** Close codes (4000-4999 are the application's). Documented in docs/protocol.md. */
 export const CLOSE_SLOW_CONSUMER = 4008;
@@ -46,7 +49,13 @@ export const SUB_ID_MAX_LENGTH = 128;
 /** Frames are JSON text, also when handed to ws as bytes. */
 const TEXT = { binary: false } as const;
 
-export interface ConnectionOptions extends SubscriptionResources {
+/** The keys each client frame may carry. */
+const SUBSCRIBE_KEYS: ReadonlySet<string> = new Set(['type', 'id', 'on_disconnect', ...SUBSCRIBE_FIELDS]);
+const UNSUBSCRIBE_KEYS: ReadonlySet<string> = new Set(['type', 'id']);
+const CANCEL_KEYS: ReadonlySet<string> = new Set(['type', 'id', 'thread_id', 'run_id', 'reason']);
+
+export interface ConnectionOptions {
+  readonly service: SubscriptionService;
   readonly maxSubscriptions: number;
   /** Bytes queued for the socket past which the client is cut off as too slow. */
   readonly maxBufferedBytes: number;
@@ -54,15 +63,19 @@ export interface ConnectionOptions extends SubscriptionResources {
   readonly principal: Principal;
   /** Cancel requests (`cancel` frames, `on_disconnect: "cancel"`); absent: refused as unavailable. */
   readonly control?: RunControl | undefined;
+  /** Called once when the connection is over. */
+  readonly onClose: () => void;
+  readonly log: Logger;
 }
 
-export class Connection implements SubscriptionSink {
+type Frame = string | Buffer;
+
+export class Connection {
   readonly #ws: WebSocket;
   readonly #o: ConnectionOptions;
   readonly #subs = new Map<string, Subscription>();
-  /** Bytes handed to ws and not yet written to the socket. */
-  #queuedBytes = 0;
-  #drainWaiters: (() => void)[] = [];
+  readonly #queue: SendQueue<Frame>;
+  readonly #sink: QueuedSink<Frame>;
   #closed = false;
   /** Set when the server closes the connection (shutdown, slow consumer, token expiry): no on_disconnect cancel then. */
   #closedByServer = false;
@@ -74,6 +87,16 @@ export class Connection implements SubscriptionSink {
   constructor(ws: WebSocket, o: ConnectionOptions) {
     this.#ws = ws;
     this.#o = o;
+    this.#queue = o.service.queue<Frame>(
+      {
+        write: (frame, done) => ws.send(frame, TEXT, () => done()),
+        size: (frame) => (typeof frame === 'string' ? Buffer.byteLength(frame) : frame.length),
+        cork: (send) => this.#corked(send),
+      },
+      o.maxBufferedBytes,
+      (queued) => this.#cutOffSlowConsumer(queued),
+    );
+    this.#sink = new QueuedSink(this.#queue, RENDERER, (sub) => this.#forget(sub));
     this.#stopExpiry = watchExpiry(o.principal, () => this.#expire());
     ws.on('message', (data, isBinary) => this.#onMessage(data.toString(), isBinary));
     ws.on('pong', () => {
@@ -87,18 +110,8 @@ export class Connection implements SubscriptionSink {
     return this.#closed;
   }
 
-  /** Catch-up pauses while more than this is queued, so a replay never outruns the socket. */
-  get #lowWatermark(): number {
-    return Math.min(1024 * 1024, this.#o.maxBufferedBytes / 4);
-  }
-
-  event(sub: Subscription, e: DeliveredEvent): void {
-    // A catch-up event is one subscriber's own: its frame is built for it alone.
-    this.send(e.shared ? sharedEventFrame(sub.id, e) : eventFrame(sub.id, e.json()));
-  }
-
-  /** Corks the socket around `send`: its frames leave in one write, not one write each. */
-  sendTogether(send: () => void): void {
+  /** The socket is corked around `send`: its frames leave in one write, not one write each. */
+  #corked(send: () => void): void {
     // ws has no public cork; its maintainers point to the socket's (websockets/ws#1999).
     const socket = (this.#ws as unknown as { _socket?: Duplex })._socket;
     if (socket === undefined || this.#closed) {
@@ -113,67 +126,25 @@ export class Connection implements SubscriptionSink {
     }
   }
 
-  live(sub: Subscription, seq: number): void {
-    this.send(liveFrame(sub.id, seq));
+  /** A frame of the connection's own (not a subscription's): answers to frames, refusals. */
+  #reply(frame: string): void {
+    this.#queue.send(frame);
   }
 
-  end(sub: Subscription, runId: string, seq: number): void {
-    this.send(endFrame(sub.id, runId, seq));
-  }
-
-  deleted(sub: Subscription, runId: string | undefined): void {
-    this.send(deletedFrame(sub.id, sub.threadId, runId));
-  }
-
-  error(sub: Subscription, err: RunstreamError): void {
-    this.send(errorFrame(sub.id, err.wsCode, err.message, { seq: sub.cursor }));
-  }
-
-  /** A text frame: a string, or its UTF-8 bytes. */
-  send(frame: string | Buffer): boolean {
-    if (this.#closed) return false;
-    const bytes = typeof frame === 'string' ? Buffer.byteLength(frame) : frame.length;
-    if (this.#queuedBytes + bytes > this.#o.maxBufferedBytes) {
-      this.#cutOffSlowConsumer();
-      return false;
-    }
-    this.#queuedBytes += bytes;
-    this.#ws.send(frame, TEXT, () => {
-      this.#queuedBytes -= bytes;
-      if (this.#queuedBytes <= this.#lowWatermark && this.#drainWaiters.length > 0) {
-        const waiters = this.#drainWaiters;
-        this.#drainWaiters = [];
-        for (const w of waiters) w();
-      }
-    });
-    return true;
-  }
-
-  get backlogged(): boolean {
-    return this.#queuedBytes > this.#lowWatermark;
-  }
-
-  drained(): Promise<void> {
-    if (this.#closed || this.#queuedBytes <= this.#lowWatermark) return Promise.resolve();
-    return new Promise((resolve) => this.#drainWaiters.push(resolve));
+  #cursors(): Record<string, number> {
+    return Object.fromEntries([...this.#subs.values()].map((s) => [s.id, s.resumeCursor]));
   }
 
   /** Tells the client where each subscription stopped, then closes: it resumes from there. */
-  #cutOffSlowConsumer(): void {
-    const cursors = Object.fromEntries([...this.#subs.values()].map((s) => [s.id, s.cursor]));
-    const frame = errorFrame(
-      null,
-      'slow_consumer',
-      'send queue limit exceeded; resubscribe from the given seqs',
-      {
+  #cutOffSlowConsumer(queuedBytes: number): void {
+    const cursors = this.#cursors();
+    this.#queue.sendFinal(
+      errorFrame(null, 'slow_consumer', 'send queue limit exceeded; resubscribe from the given seqs', {
         cursors,
-      },
+      }),
     );
-    this.#ws.send(frame);
-    this.#o.log.info({ queuedBytes: this.#queuedBytes, cursors }, 'cut off slow consumer');
-    this.#closedByServer = true;
-    this.#ws.close(CLOSE_SLOW_CONSUMER, 'slow consumer');
-    this.#onClose();
+    this.#o.log.info({ queuedBytes, cursors }, 'cut off slow consumer');
+    this.close(CLOSE_SLOW_CONSUMER, 'slow consumer');
   }
 
   #onMessage(text: string, isBinary: boolean): void {
@@ -208,21 +179,19 @@ export class Connection implements SubscriptionSink {
       }
     } catch (err) {
       const e = toRunstreamError(err);
-      this.send(errorFrame(subId, e.wsCode, e.message));
+      if (e.code === ErrorCode.Internal) this.#o.log.error({ err }, 'websocket frame failed');
+      this.#reply(errorFrame(subId, e.wsCode, e.message));
     }
   }
 
   #subscribe(msg: Record<string, unknown>): void {
+    refuseUnknownKeys(Object.keys(msg), SUBSCRIBE_KEYS, 'a subscribe frame', 'frame');
     const id = requireSubId(msg.id);
-    if (typeof msg.thread_id !== 'string' || !ID_PATTERN.test(msg.thread_id)) {
-      throw new InvalidArgumentError('thread_id', 'is required and must match [A-Za-z0-9_-]{1,128}');
+    const req = subscribeRequest(msg);
+    if (req.view === 'chat' && RENDERER.chat === undefined) {
+      throw new InvalidArgumentError('view', 'chat is not available here');
     }
-    if (!this.#o.principal.canRead(msg.thread_id)) {
-      throw new PermissionDeniedError(`this token may not read thread ${msg.thread_id}`);
-    }
-    const start = parseStart(msg);
-    const filter = scopedFilter(parseFilter(msg), this.#o.principal);
-    const cancelOnDisconnect = this.#parseOnDisconnect(msg, filter.runId, msg.thread_id);
+    const cancelRunId = this.#parseOnDisconnect(msg, req.filter.runId, req.threadId);
     if (this.#subs.has(id)) {
       throw new InvalidArgumentError(
         'id',
@@ -232,30 +201,32 @@ export class Connection implements SubscriptionSink {
     if (this.#subs.size >= this.#o.maxSubscriptions) {
       throw new RunstreamError(
         ErrorCode.ResourceExhausted,
-        `at most ${this.#o.maxSubscriptions} subscriptions per connection`,
+        `at most ${this.#o.maxSubscriptions} subscriptions per connection (RS_WS_MAX_SUBSCRIPTIONS)`,
       );
     }
-    const sub = new Subscription({
+    const sub = this.#o.service.open(this.#o.principal, req, this.#sink, {
       id,
-      threadId: msg.thread_id,
-      start,
-      filter,
-      ...subscriptionResources(this.#o),
-      sink: this,
-      onClose: (s) => {
-        if (this.#subs.get(s.id) === s) this.#subs.delete(s.id);
-        this.#cancelOnDisconnect.delete(s);
-      },
+      onClose: (s) => this.#forget(s),
     });
-    this.#subs.set(id, sub);
-    if (cancelOnDisconnect && filter.runId !== undefined) this.#cancelOnDisconnect.set(sub, filter.runId);
-    void sub.start();
+    if (!sub.closed) {
+      this.#subs.set(id, sub);
+      if (cancelRunId !== undefined) this.#cancelOnDisconnect.set(sub, cancelRunId);
+    }
+  }
+
+  #forget(sub: Subscription): void {
+    if (this.#subs.get(sub.id) === sub) this.#subs.delete(sub.id);
+    this.#cancelOnDisconnect.delete(sub);
   }
 
   /** `on_disconnect`: `"none"` (the default) or `"cancel"`, which needs a run and the right to cancel. */
-  #parseOnDisconnect(msg: Record<string, unknown>, runId: string | undefined, threadId: string): boolean {
+  #parseOnDisconnect(
+    msg: Record<string, unknown>,
+    runId: string | undefined,
+    threadId: string,
+  ): string | undefined {
     const v = msg.on_disconnect;
-    if (v === undefined || v === null || v === 'none') return false;
+    if (v === undefined || v === null || v === 'none') return undefined;
     if (v !== ON_DISCONNECT_CANCEL) {
       throw new InvalidArgumentError('on_disconnect', 'must be "cancel" or "none"');
     }
@@ -268,27 +239,22 @@ export class Connection implements SubscriptionSink {
     if (!this.#o.principal.canCancel(threadId)) {
       throw new PermissionDeniedError(`this token may not cancel runs of thread ${threadId}`);
     }
-    return true;
+    return runId;
   }
 
   /** `{"type":"cancel","id","thread_id","run_id","reason"?}`: answered by `cancel_requested` or an error frame. */
   #cancel(msg: Record<string, unknown>): void {
+    refuseUnknownKeys(Object.keys(msg), CANCEL_KEYS, 'a cancel frame', 'frame');
     const id = requireSubId(msg.id);
-    if (typeof msg.thread_id !== 'string' || !ID_PATTERN.test(msg.thread_id)) {
-      throw new InvalidArgumentError('thread_id', 'is required and must match [A-Za-z0-9_-]{1,128}');
-    }
-    if (typeof msg.run_id !== 'string' || !ID_PATTERN.test(msg.run_id)) {
-      throw new InvalidArgumentError('run_id', 'is required and must match [A-Za-z0-9_-]{1,128}');
-    }
+    const threadId = requiredId(msg.thread_id, 'thread_id');
+    const runId = requiredId(msg.run_id, 'run_id');
     const reason = msg.reason ?? '';
     checkReason(reason);
-    const threadId = msg.thread_id;
-    const runId = msg.run_id;
     this.#requestCancel(threadId, runId, reason, 'websocket').then(
-      (receipt) => this.send(cancelRequestedFrame(id, receipt)),
+      (receipt) => this.#reply(cancelRequestedFrame(id, receipt)),
       (err: unknown) => {
         const e = toRunstreamError(err);
-        this.send(errorFrame(id, e.wsCode, e.message));
+        this.#reply(errorFrame(id, e.wsCode, e.message));
       },
     );
   }
@@ -308,6 +274,7 @@ export class Connection implements SubscriptionSink {
   }
 
   #unsubscribe(msg: Record<string, unknown>): void {
+    refuseUnknownKeys(Object.keys(msg), UNSUBSCRIBE_KEYS, 'an unsubscribe frame', 'frame');
     const id = requireSubId(msg.id);
     const sub = this.#subs.get(id);
     if (!sub)
@@ -316,7 +283,7 @@ export class Connection implements SubscriptionSink {
         `no subscription ${JSON.stringify(id)} on this connection`,
       );
     sub.close();
-    this.send(unsubscribedFrame(id, sub.cursor));
+    this.#reply(unsubscribedFrame(id, sub.resumeCursor));
   }
 
   /** Heartbeat: a peer that did not answer the last ping is gone. */
@@ -339,15 +306,13 @@ export class Connection implements SubscriptionSink {
   /** The token expired: say where each subscription stopped, so the client resumes with a new token. */
   #expire(): void {
     if (this.#closed) return;
-    const cursors = Object.fromEntries([...this.#subs.values()].map((s) => [s.id, s.cursor]));
-    this.#ws.send(
+    const cursors = this.#cursors();
+    this.#queue.sendFinal(
       errorFrame(
         null,
         'token_expired',
         'token expired; reconnect with a fresh token and resubscribe from the given seqs',
-        {
-          cursors,
-        },
+        { cursors },
       ),
     );
     this.#o.log.debug({ subject: this.#o.principal.subject, cursors }, 'websocket token expired');
@@ -361,9 +326,9 @@ export class Connection implements SubscriptionSink {
     if (!this.#closedByServer) this.#cancelOnDisconnectRuns();
     for (const sub of [...this.#subs.values()]) sub.close();
     this.#subs.clear();
-    const waiters = this.#drainWaiters;
-    this.#drainWaiters = [];
-    for (const w of waiters) w();
+    // What the socket did not write will not be written: its bytes leave the node's budget.
+    this.#queue.dispose();
+    this.#o.onClose();
   }
 
   /** The client went away (closed, or stopped answering pings): cancel the runs it asked us to. */
@@ -388,37 +353,20 @@ export class Connection implements SubscriptionSink {
   }
 }
 
+/** How subscription callbacks look on a WebSocket (frames.ts): one renderer for every connection. */
+const RENDERER: Renderer<Frame> = {
+  // A live event's frame is built once and shared by its subscribers; a catch-up event's is its own.
+  event: (sub, e) => (e.shared ? sharedEventFrame(sub.id, e) : eventFrame(sub.id, e.json())),
+  live: (sub, seq) => liveFrame(sub.id, seq),
+  end: (sub, runId, seq, status) => endFrame(sub.id, runId, seq, status),
+  deleted: (sub, runId) => deletedFrame(sub.id, sub.threadId, runId),
+  error: (sub, err) => errorFrame(sub.id, err.wsCode, err.message, { seq: sub.resumeCursor }),
+  chat: (sub, frame) => chatFrame(sub.id, frame.json),
+};
+
 function requireSubId(id: unknown): string {
   if (typeof id !== 'string' || id.length === 0 || id.length > SUB_ID_MAX_LENGTH) {
     throw new InvalidArgumentError('id', `is required: a string of 1-${SUB_ID_MAX_LENGTH} characters`);
   }
   return id;
-}
-
-/** `after_seq` (default 0), `from_offset`, or `live_only: true`: at most one of them. */
-function parseStart(msg: Record<string, unknown>): StartCursor {
-  const given = ['after_seq', 'from_offset', 'live_only'].filter(
-    (k) => msg[k] !== undefined && msg[k] !== null,
-  );
-  if (given.length > 1)
-    throw new InvalidArgumentError(given[1] as string, `cannot be combined with ${given[0]}`);
-  if (msg.live_only !== undefined && msg.live_only !== null) {
-    if (msg.live_only !== true) throw new InvalidArgumentError('live_only', 'must be true when given');
-    return { kind: 'live' };
-  }
-  if (msg.from_offset !== undefined && msg.from_offset !== null) {
-    return { kind: 'from_offset', offset: nonNegativeInt(msg.from_offset, 'from_offset', 1) };
-  }
-  if (msg.after_seq === undefined || msg.after_seq === null) return { kind: 'after_seq', seq: 0 };
-  return { kind: 'after_seq', seq: nonNegativeInt(msg.after_seq, 'after_seq', 0) };
-}
-
-function nonNegativeInt(v: unknown, field: string, min: number): number {
-  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min) {
-    throw new InvalidArgumentError(
-      field,
-      min === 0 ? 'must be a non-negative integer' : `must be an integer >= ${min}`,
-    );
-  }
-  return v;
 }

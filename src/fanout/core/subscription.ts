@@ -1,5 +1,5 @@
 /**
- * One subscription: `(thread, cursor, filter)` on a connection.
+ * One subscription: `(thread, cursor, filter)`, whatever the transport.
  *
  * It listens to the thread's committed-event feed first, then catches up from Postgres,
  * then goes live. The seam is closed by seq: the cursor is the last seq delivered, an
@@ -7,42 +7,49 @@
  * which is filled from Postgres before anything after it is sent. So the client gets
  * after_seq+1, after_seq+2, ... with no gap and no duplicate, whatever the timing. The
  * one exception is deletion (History): a deleted run's seqs are skipped, never reused.
+ *
+ * A run subscription ends at the run's end as the `runs` table says it
+ * (domain/run-lifecycle.ts): when it passes a terminal event of its run it asks whether
+ * that event is the run's end (no later start re-opened it) and only then ends; a run
+ * that had ended at or before the cursor ends it at once.
  */
 import type pg from 'pg';
-import { ErrorCode, RunstreamError, toRunstreamError } from '../errors.js';
-import { eventJson, type StoredEvent } from '../event.js';
-import type { CommittedEvent } from '../log/announcements.js';
-import type { DeletionNotice } from '../log/deletion-notices.js';
-import type { ThreadFeeds } from '../log/thread-feed.js';
-import type { Logger } from '../logger.js';
-import { headSeq, readEventsPage, seqAtOffset } from '../persist/queries.js';
-import { isTerminal } from '../run-lifecycle.js';
+import type { LogBounds, StartCursor } from '../../domain/cursor.js';
+import { eventJson, type StoredEvent } from '../../domain/event.js';
+import { type EventFilter, type FilterableEvent, isFiltered, matches } from '../../domain/filter.js';
+import { hasEnded, isTerminal, type RunStatusName } from '../../domain/run-lifecycle.js';
+import { ErrorCode, RunstreamError, toRunstreamError } from '../../errors.js';
+import type { CommittedEvent } from '../../log/announcements.js';
+import type { DeletionNotice } from '../../log/deletion-notices.js';
+import type { ThreadFeeds } from '../../log/thread-feed.js';
+import type { Logger } from '../../logger.js';
+import { headSeq, readEventsPage, seqAtOffset } from '../../persist/queries.js';
+import { getRun } from '../../persist/runs.js';
 import { liveDelivery } from './delivery-turns.js';
-import { type EventFilter, type FilterableEvent, isFiltered, matches } from './filter.js';
 import type { LiveSubscriptions } from './live-subscriptions.js';
-import { runTerminal } from './run-status.js';
 
 /**
- * Where a subscription delivers, whatever the transport (WebSocket, SSE, gRPC): each
- * transport renders these in its own framing and owns its send queue.
+ * Where a subscription delivers, whatever the transport. {@link QueuedSink} (queued-sink.ts)
+ * is the one implementation transports use: a renderer of these into frames, and the
+ * core's send queue.
  */
 export interface SubscriptionSink {
   /** An event to deliver; `json()` is its client-facing JSON text, serialised once. */
   event(sub: Subscription, e: DeliveredEvent): void;
   /** Catch-up is over at `seq`; live events follow. Called once. */
   live(sub: Subscription, seq: number): void;
-  /** A run subscription passed the run's terminal event at `seq`; the subscription is over. */
-  end(sub: Subscription, runId: string, seq: number): void;
+  /** A run subscription passed its run's end, at `seq`, with the run's status; the subscription is over. */
+  end(sub: Subscription, runId: string, seq: number, status: RunStatusName): void;
   /** The thread (runId undefined) or a run the subscription covers was deleted; the subscription is over. */
   deleted(sub: Subscription, runId: string | undefined): void;
   /** The subscription failed; the cursor (last seq passed) is where a client resumes. */
   error(sub: Subscription, err: RunstreamError): void;
-  /**
-   * Runs `send`, which delivers several events, so that they go out in one write (a
-   * WebSocket corks its socket) rather than one write each. Optional: without it, `send`
-   * just runs.
-   */
-  sendTogether?(send: () => void): void;
+  /** Runs `send`, which delivers several events, so that they go out in one write. */
+  sendTogether(send: () => void): void;
+  /** Where the subscription starts, its cursor resolved: before any event. Optional. */
+  started?(sub: Subscription, cursor: number): void;
+  /** The seq a client of this sink resumes after, when it is not the subscription's cursor. */
+  resumeCursor?(sub: Subscription): number;
   /** Resolves when the queued bytes fall below the catch-up watermark (or the sink closes). */
   drained(): Promise<void>;
   /** More is queued than the catch-up watermark: a replay should wait for {@link drained}. */
@@ -56,18 +63,6 @@ export interface DeliveredEvent extends FilterableEvent {
   json(): string;
   /** One object carries this event to all its live subscribers, so its frame can be shared. */
   readonly shared?: true;
-}
-
-/** Where a subscription starts. */
-export type StartCursor =
-  | { readonly kind: 'after_seq'; readonly seq: number }
-  | { readonly kind: 'from_offset'; readonly offset: number }
-  | { readonly kind: 'live' };
-
-/** The JetStream log's current extent: offsets first..last are replayable. */
-export interface LogBounds {
-  readonly first: number;
-  readonly last: number;
 }
 
 /** What every subscription on a fan-out node reads from, whatever its transport. */
@@ -89,16 +84,11 @@ export interface SubscriptionResources {
   readonly log: Logger;
 }
 
-/** The {@link SubscriptionResources} out of a transport's options (which extend them). */
-export function subscriptionResources(o: SubscriptionResources): SubscriptionResources {
-  const { logBounds, pool, feeds, deletions, pageSize, maxPageBytes, live, log } = o;
-  return { logBounds, pool, feeds, deletions, pageSize, maxPageBytes, live, log };
-}
-
 export interface SubscriptionOptions extends SubscriptionResources {
   readonly id: string;
   readonly threadId: string;
   readonly start: StartCursor;
+  /** Already scoped to the principal. */
   readonly filter: EventFilter;
   readonly sink: SubscriptionSink;
   /** Called once when the subscription ends, whatever the reason. */
@@ -116,7 +106,14 @@ export class Subscription {
   cursor: number;
   #o: SubscriptionOptions;
   #live = false;
+  /** Live events are held in #buffer meanwhile: a catch-up, a hole's repair, a run-end check. */
   #repairing = false;
+  /** A run-end check under way: catch-up and the buffer's drain wait for it before the next event. */
+  #checkingEnd: Promise<void> | undefined;
+  /** A catch-up from Postgres is running (it drains nothing; its caller does). */
+  #catchingUp = false;
+  /** {@link #drainBuffer} is running (another call is then a no-op: the running one takes what is added). */
+  #draining = false;
   /** A resync came while catch-up or a repair ran: look again once it is over. */
   #resyncPending = false;
   #closed = false;
@@ -133,6 +130,19 @@ export class Subscription {
     this.threadId = o.threadId;
     this.cursor = o.start.kind === 'after_seq' ? o.start.seq : 0;
     this.#filtered = isFiltered(o.filter);
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  get filter(): EventFilter {
+    return this.#o.filter;
+  }
+
+  /** Where a client resumes: the last seq it has been sent (or that a filter skipped). */
+  get resumeCursor(): number {
+    return this.#o.sink.resumeCursor?.(this) ?? this.cursor;
   }
 
   /** Sets the cursor from the start option; throws a client error for an impossible one. */
@@ -172,7 +182,7 @@ export class Subscription {
     }
   }
 
-  /** Runs catch-up and switches to live; reports failures to the client as an error frame. */
+  /** Runs catch-up and switches to live; reports failures to the client as an error. Never rejects. */
   async start(): Promise<void> {
     try {
       const unlisten = await this.#o.feeds.listen(this.threadId, (events) => this.#onLive(events));
@@ -186,19 +196,19 @@ export class Subscription {
         if (this.#closed) return unlistenDeletions();
         this.#unlistenDeletions = unlistenDeletions;
       }
+      // Resumed at or past the run's end: it has ended for this subscription, whatever
+      // stragglers of the run came after its end (and even past the head: the run's end
+      // is the answer, not a bad cursor).
+      if (this.#o.start.kind === 'after_seq' && (await this.#endedByCursor())) return;
       await this.#resolveStart();
+      if (this.#closed) return;
+      this.#o.sink.started?.(this, this.cursor);
+      if (this.#o.start.kind !== 'after_seq' && (await this.#endedByCursor())) return;
       this.#repairing = true;
       await this.#catchUp();
       if (this.#closed) return;
-      const runId = this.#o.filter.runId;
-      if (runId !== undefined) {
-        // Resumed at or past the run's end: catch-up met no terminal event, yet there is one.
-        const terminal = await runTerminal(this.#o.pool, this.threadId, runId);
-        if (terminal && terminal.seq <= this.cursor) {
-          this.#o.sink.end(this, runId, terminal.seq);
-          return this.close();
-        }
-      }
+      // The run may have ended during catch-up, at an event catch-up read before its end was stored.
+      if (await this.#endedByCursor()) return;
       this.#o.sink.live(this, this.cursor);
       this.#live = true;
       this.#o.live?.add(this);
@@ -206,6 +216,18 @@ export class Subscription {
     } catch (err) {
       this.#fail(err);
     }
+  }
+
+  /** A run subscription whose run has ended at or before the cursor ends there (true). */
+  async #endedByCursor(): Promise<boolean> {
+    const runId = this.#o.filter.runId;
+    if (runId === undefined) return false;
+    const run = await getRun(this.#o.pool, this.threadId, runId);
+    if (this.#closed) return true;
+    if (!run || !hasEnded(run.status) || run.end_seq === null || run.end_seq > this.cursor) return false;
+    this.#o.sink.end(this, runId, run.end_seq, run.status);
+    this.close();
+    return true;
   }
 
   /**
@@ -235,6 +257,15 @@ export class Subscription {
    * skipped. A filtered read returns only matching rows, so it is also bounded by it.
    */
   async #catchUp(): Promise<void> {
+    this.#catchingUp = true;
+    try {
+      await this.#readPages();
+    } finally {
+      this.#catchingUp = false;
+    }
+  }
+
+  async #readPages(): Promise<void> {
     const { pool, pageSize, sink, filter } = this.#o;
     // Read first: every seq up to the head is committed, so what the reads below do not
     // return of it was filtered out or deleted, and the cursor passes it. (A hole a deleted
@@ -265,11 +296,16 @@ export class Subscription {
       }
       let i = 0;
       // Events go out in runs written together (one socket write per run), until the
-      // client's buffer is full; then the run waits for it to drain. A run sends at least
-      // one event, as each event did once its sink had drained.
+      // client's buffer is full or a run-end check starts; then the run waits. A run sends
+      // at least one event.
       const sendRun = (): void => {
         const first = i;
-        while (i < page.length && !this.#closed && (i === first || !sink.backlogged)) {
+        while (
+          i < page.length &&
+          !this.#closed &&
+          this.#checkingEnd === undefined &&
+          (i === first || !sink.backlogged)
+        ) {
           const e = page[i++] as StoredEvent;
           // No contiguity check: deleting a run leaves a hole, and Postgres order is the truth.
           this.#pass({
@@ -283,12 +319,14 @@ export class Subscription {
         }
       };
       while (i < page.length) {
+        if (this.#checkingEnd) await this.#checkingEnd;
         if (sink.backlogged) await sink.drained();
         if (this.#closed || sink.closed) return;
-        if (sink.sendTogether) sink.sendTogether(sendRun);
-        else sendRun();
+        sink.sendTogether(sendRun);
         if (this.#closed) return;
       }
+      if (this.#checkingEnd) await this.#checkingEnd;
+      if (this.#closed) return;
       if (!full) {
         if (head > this.cursor) this.cursor = head;
         return;
@@ -296,21 +334,46 @@ export class Subscription {
     }
   }
 
-  /** Moves the cursor over one event: delivers it if it matches, ends a run subscription at its end. */
+  /** Moves the cursor over one event: delivers it if it matches; at its run's terminal event, checks for the end. */
   #pass(e: DeliveredEvent): void {
     const { filter, sink } = this.#o;
     if (matches(filter, e)) sink.event(this, e);
     this.cursor = e.seq;
     if (filter.runId !== undefined && e.run_id === filter.runId && isTerminal(e.category, e.event_type)) {
-      sink.end(this, filter.runId, e.seq);
-      this.close();
+      this.#checkEnd(filter.runId, e.seq);
     }
   }
 
   /**
-   * An announcement: held while a catch-up or a repair runs, else queued for delivery in
-   * a later turn ({@link liveDelivery}), so one announcement to many subscribers never
-   * holds the event loop; announcements keep their order.
+   * A terminal event of the run went by: the run has ended there unless a later start
+   * re-opened it, which the `runs` table knows. Live events are held meanwhile.
+   */
+  #checkEnd(runId: string, seq: number): void {
+    this.#repairing = true;
+    this.#checkingEnd = (async () => {
+      try {
+        const run = await getRun(this.#o.pool, this.threadId, runId);
+        if (this.#closed) return;
+        if (run && hasEnded(run.status) && run.end_seq === seq) {
+          this.#o.sink.end(this, runId, seq, run.status);
+          this.close();
+          return;
+        }
+      } catch (err) {
+        this.#fail(err);
+        return;
+      } finally {
+        this.#checkingEnd = undefined;
+      }
+      // Not the end: what arrived meanwhile goes out (a catch-up's caller does that itself).
+      if (!this.#catchingUp) await this.#drainBuffer().catch((err: unknown) => this.#fail(err));
+    })();
+  }
+
+  /**
+   * An announcement: held while a catch-up, a repair or a run-end check runs, else queued
+   * for delivery in a later turn ({@link liveDelivery}), so one announcement to many
+   * subscribers never holds the event loop; announcements keep their order.
    */
   #onLive(events: CommittedEvent[]): void {
     if (this.#closed) return;
@@ -327,9 +390,7 @@ export class Subscription {
     if (announcements.length === 0) return;
     this.#pending = [];
     try {
-      const { sink } = this.#o;
-      if (sink.sendTogether) sink.sendTogether(() => this.#deliver(announcements));
-      else this.#deliver(announcements);
+      this.#o.sink.sendTogether(() => this.#deliver(announcements));
     } catch (err) {
       this.#fail(err);
     }
@@ -341,12 +402,14 @@ export class Subscription {
       for (let i = 0; i < events.length; i++) {
         const e = events[i] as CommittedEvent;
         if (e.seq <= this.cursor) continue;
-        if (e.seq !== this.cursor + 1) {
-          // A hole: an announcement was lost. Buffer the rest and fill it from Postgres.
+        if (e.seq !== this.cursor + 1 || this.#repairing) {
+          // A hole (an announcement was lost), or a run-end check began: hold the rest.
           for (let j = i; j < events.length; j++) this.#buffer.push(events[j] as CommittedEvent);
           for (const later of announcements.slice(a + 1)) for (const l of later) this.#buffer.push(l);
-          this.#repairing = true;
-          void this.#drainBuffer().catch((err: unknown) => this.#fail(err));
+          if (!this.#repairing) {
+            this.#repairing = true;
+            void this.#drainBuffer().catch((err: unknown) => this.#fail(err));
+          }
           return;
         }
         if (this.#o.sink.closed) return;
@@ -356,35 +419,50 @@ export class Subscription {
     }
   }
 
-  /** Sends what arrived during catch-up or a repair, filling holes from Postgres. */
+  /**
+   * Sends what arrived during catch-up, a repair or a run-end check, filling holes from
+   * Postgres; then live events flow again.
+   */
   async #drainBuffer(): Promise<void> {
+    if (this.#draining) return;
+    this.#draining = true;
     this.#repairing = true;
     let attempts = 0;
-    while (this.#buffer.length > 0 && !this.#closed) {
-      const e = this.#buffer[0] as CommittedEvent;
-      if (e.seq <= this.cursor) {
-        this.#buffer.shift();
-        continue;
-      }
-      if (e.seq === this.cursor + 1) {
-        this.#buffer.shift();
-        this.#pass(committed(e));
-        continue;
-      }
-      const before = this.cursor;
-      await this.#catchUp();
-      if (this.cursor === before) {
-        if (++attempts > GAP_REPAIR_ATTEMPTS) {
-          throw new RunstreamError(
-            ErrorCode.Internal,
-            `seq ${this.cursor + 1} of thread ${this.threadId} is not in the store; resubscribe after_seq ${this.cursor}`,
-          );
+    try {
+      for (;;) {
+        if (this.#closed) return;
+        if (this.#checkingEnd) {
+          await this.#checkingEnd;
+          continue;
         }
-        await new Promise((r) => setTimeout(r, GAP_REPAIR_DELAY_MS));
+        const e = this.#buffer[0];
+        if (e === undefined) break;
+        if (e.seq <= this.cursor) {
+          this.#buffer.shift();
+          continue;
+        }
+        if (e.seq === this.cursor + 1) {
+          this.#buffer.shift();
+          this.#pass(committed(e));
+          continue;
+        }
+        const before = this.cursor;
+        await this.#catchUp();
+        if (this.cursor === before) {
+          if (++attempts > GAP_REPAIR_ATTEMPTS) {
+            throw new RunstreamError(
+              ErrorCode.Internal,
+              `seq ${this.cursor + 1} of thread ${this.threadId} is not in the store; resubscribe after_seq ${this.cursor}`,
+            );
+          }
+          await new Promise((r) => setTimeout(r, GAP_REPAIR_DELAY_MS));
+        }
       }
+    } finally {
+      this.#draining = false;
     }
     this.#repairing = false;
-    if (this.#resyncPending && !this.#closed) {
+    if (this.#resyncPending) {
       this.#resyncPending = false;
       this.#repair(); // reads the head itself; nothing to send if there is nothing new
     }
@@ -396,7 +474,11 @@ export class Subscription {
     if (e.code === ErrorCode.Internal) {
       this.#o.log.error({ err, sub: this.id, threadId: this.threadId }, 'subscription failed');
     }
-    this.#o.sink.error(this, e);
+    try {
+      this.#o.sink.error(this, e);
+    } catch (again) {
+      this.#o.log.error({ err: again, sub: this.id }, 'could not report a subscription failure');
+    }
     this.close();
   }
 

@@ -5,8 +5,8 @@
  */
 
 import { InvalidArgumentError, quote } from '../errors.js';
-import { CATEGORIES, type CategoryName } from '../event.js';
-import { EVENT_TYPE_PATTERN, ID_PATTERN } from '../ingest/validate.js';
+import { CATEGORIES, type CategoryName } from './event.js';
+import { EVENT_TYPE_PATTERN, requiredId } from './ids.js';
 
 export const MAX_FILTER_VALUES = 64;
 
@@ -51,13 +51,9 @@ export function isFiltered(f: EventFilter): boolean {
 
 /** Reads `run_id`, `categories`, `event_types` from a subscribe frame (or query). */
 export function parseFilter(msg: Record<string, unknown>): EventFilter {
-  let runId: string | undefined;
-  if (msg.run_id !== undefined && msg.run_id !== null) {
-    if (typeof msg.run_id !== 'string' || !ID_PATTERN.test(msg.run_id)) {
-      throw new InvalidArgumentError('run_id', 'must match [A-Za-z0-9_-]{1,128}');
-    }
-    runId = msg.run_id;
-  }
+  // Given means given: an empty run_id is a bad one, not no filter.
+  const runId =
+    msg.run_id === undefined || msg.run_id === null ? undefined : requiredId(msg.run_id, 'run_id');
   const list = (field: string, check: (v: string) => boolean, expected: string): string[] | undefined => {
     const raw = msg[field];
     if (raw === undefined || raw === null) return undefined;

@@ -1,0 +1,162 @@
+/**
+ * The one send queue of every subscriber transport, and its one slow-consumer rule.
+ *
+ * A transport hands frames to its socket (a WebSocket, an HTTP response, a gRPC call) through
+ * a {@link FrameWriter}; the queue counts each frame's bytes from the moment it is handed over
+ * until the writer says it has been written out. The rule, everywhere:
+ *
+ * - **A frame always fits an empty queue**, however large: one big event can never wedge a
+ *   subscriber.
+ * - Past that, a frame that would take the queue over its limit cuts the consumer off as
+ *   too slow (the transport tells the client where to resume and closes).
+ * - The node holds at most {@link QueueBudget.maxBytes} queued across all queues: a frame that
+ *   would take the node over it cuts off its consumer, unless that consumer's queue is
+ *   empty (a consumer that keeps up is never the one cut).
+ * - Catch-up waits while more than the low watermark (min(1 MiB, limit / 4)) is queued, so a
+ *   replay follows the client's reading speed; live frames cannot wait and just queue.
+ */
+
+/** How a transport puts frames on its wire. */
+export interface FrameWriter<F> {
+  /** Hands a frame to the socket; calls `done` once it has been written out, or the socket is gone. */
+  write(frame: F, done: () => void): void;
+  /** The frame's size in bytes, as it counts against the queue. */
+  size(frame: F): number;
+  /** Runs `send`, which writes several frames, so that they leave in one write. Optional. */
+  cork?(send: () => void): void;
+}
+
+/** Bytes queued on every send queue of the node together, and their limit. */
+export class QueueBudget {
+  #queued = 0;
+  constructor(readonly maxBytes: number) {}
+  get queued(): number {
+    return this.#queued;
+  }
+  /** Whether `bytes` more fit. */
+  fits(bytes: number): boolean {
+    return this.#queued + bytes <= this.maxBytes;
+  }
+  add(bytes: number): void {
+    this.#queued += bytes;
+  }
+  release(bytes: number): void {
+    this.#queued -= bytes;
+  }
+}
+
+export interface SendQueueOptions {
+  /** Bytes queued past which the consumer is cut off (a frame always fits an empty queue). */
+  readonly maxBytes: number;
+  /** The node's budget, shared by every queue. */
+  readonly budget: QueueBudget;
+  /**
+   * The consumer is too slow (called once): tell it where to resume ({@link SendQueue.sendFinal}
+   * still writes) and close. The queue takes no other frame after it.
+   */
+  readonly onSlow: (queuedBytes: number) => void;
+}
+
+export class SendQueue<F> {
+  readonly #writer: FrameWriter<F>;
+  readonly #o: SendQueueOptions;
+  #queued = 0;
+  #drainWaiters: (() => void)[] = [];
+  /** Releases of the frames handed over and not yet written out. */
+  readonly #pending = new Set<() => void>();
+  #closed = false;
+  #cutOff = false;
+
+  constructor(writer: FrameWriter<F>, o: SendQueueOptions) {
+    this.#writer = writer;
+    this.#o = o;
+  }
+
+  /** Takes no more frames: closed, or the consumer was cut off as too slow. */
+  get closed(): boolean {
+    return this.#closed || this.#cutOff;
+  }
+
+  /** Bytes handed to the writer and not yet written out. */
+  get queuedBytes(): number {
+    return this.#queued;
+  }
+
+  /** Catch-up pauses above this. */
+  get #lowWatermark(): number {
+    return Math.min(1024 * 1024, this.#o.maxBytes / 4);
+  }
+
+  get backlogged(): boolean {
+    return this.#queued > this.#lowWatermark;
+  }
+
+  /** Queues a frame; false when the queue is closed or this frame cut the consumer off. */
+  send(frame: F): boolean {
+    if (this.closed) return false;
+    const bytes = this.#writer.size(frame);
+    if (this.#queued > 0 && (this.#queued + bytes > this.#o.maxBytes || !this.#o.budget.fits(bytes))) {
+      this.#cutOff = true;
+      this.#wake();
+      this.#o.onSlow(this.#queued);
+      return false;
+    }
+    this.#write(frame, bytes);
+    return true;
+  }
+
+  /**
+   * A last frame before the transport ends (an `end`, an error telling where to resume):
+   * queued past the limit if need be, also after a cut-off; they are small and nothing
+   * follows them. False only once the queue is closed.
+   */
+  sendFinal(frame: F): boolean {
+    if (this.#closed) return false;
+    this.#write(frame, this.#writer.size(frame));
+    return true;
+  }
+
+  #write(frame: F, bytes: number): void {
+    this.#queued += bytes;
+    this.#o.budget.add(bytes);
+    const release = (): void => {
+      if (!this.#pending.delete(release)) return;
+      this.#queued -= bytes;
+      this.#o.budget.release(bytes);
+      if (!this.backlogged) this.#wake();
+    };
+    this.#pending.add(release);
+    this.#writer.write(frame, release);
+  }
+
+  /** Runs `send` corked when the writer can: its frames leave in one write. */
+  together(send: () => void): void {
+    if (this.#writer.cork && !this.#closed) this.#writer.cork(send);
+    else send();
+  }
+
+  /** Resolves when the queue is at or below the low watermark, or closed. */
+  drained(): Promise<void> {
+    if (this.closed || !this.backlogged) return Promise.resolve();
+    return new Promise((resolve) => this.#drainWaiters.push(resolve));
+  }
+
+  /** Takes no more frames (what was handed over is still written out and released). */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#wake();
+  }
+
+  /** The socket is gone: whatever was handed over will never be written; release it all. */
+  dispose(): void {
+    this.close();
+    for (const release of [...this.#pending]) release();
+  }
+
+  #wake(): void {
+    const waiters = this.#drainWaiters;
+    this.#drainWaiters = [];
+    for (const w of waiters) w();
+  }
+}

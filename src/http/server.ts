@@ -1,0 +1,134 @@
+/**
+ * The HTTP port, shared by every stage that serves HTTP: routes from a {@link Router}
+ * (History, SSE, the LangGraph routes, cancel, long-poll), WebSocket upgrades handed to
+ * their endpoint by path, and the health and readiness probes.
+ *
+ * It is also the port's one guard: the request target is read by one function (a bad one
+ * is a 400), and whatever a route or an upgrade throws is answered by the error table (400
+ * for bad input, 500 otherwise, logged), never thrown into the event loop.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
+import { rejectUpgrade } from '../auth/http.js';
+import { OriginPolicy } from '../auth/origin.js';
+import { ErrorCode, OriginNotAllowedError, RunstreamError, toRunstreamError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import type { Router } from './router.js';
+import { requestUrl, sendError, sendJson } from './util.js';
+
+/** Takes over a WebSocket upgrade request: answer it on the socket, or hand it to `ws`. */
+export type UpgradeHandler = (req: IncomingMessage, socket: Duplex, head: Buffer, url: URL) => void;
+
+export interface HttpServerOptions {
+  readonly host: string;
+  readonly port: number;
+  readonly router: Router;
+  /** Upgrade endpoints by exact path (`/v1/ws`); any other upgrade answers 404. */
+  readonly upgrades?: ReadonlyMap<string, UpgradeHandler>;
+  /** Readiness: every dependency this node needs is reachable. */
+  readonly ready: () => Promise<boolean>;
+  /** Browser origins allowed (RS_ALLOWED_ORIGINS); undefined = any. */
+  readonly allowedOrigins: readonly string[] | undefined;
+  readonly log: Logger;
+}
+
+export class HttpServer implements AsyncDisposable {
+  readonly #o: HttpServerOptions;
+  readonly #server: Server;
+  readonly #origins: OriginPolicy;
+  #closed = false;
+
+  constructor(o: HttpServerOptions) {
+    this.#o = o;
+    this.#origins = new OriginPolicy(o.allowedOrigins);
+    this.#server = createServer((req, res) => {
+      this.#route(req, res).catch((err: unknown) => {
+        const e = toRunstreamError(err);
+        if (e.httpStatus >= 500) o.log.error({ err, url: req.url?.slice(0, 200) }, 'http handler failed');
+        sendError(res, e);
+      });
+    });
+    // CONNECT asks for a tunnel: without a listener Node drops the connection unanswered.
+    this.#server.on('connect', (_req, socket: Duplex) => {
+      socket.on('error', () => socket.destroy());
+      rejectUpgrade(socket, new RunstreamError(ErrorCode.MethodNotAllowed, 'CONNECT is not served here'));
+    });
+    this.#server.on('upgrade', (req, socket: Duplex, head: Buffer) => {
+      // A peer that resets mid-upgrade must not crash the process; nor may anything below.
+      const onSocketError = (): void => {
+        socket.destroy();
+      };
+      socket.on('error', onSocketError);
+      try {
+        const url = requestUrl(req);
+        const handler = this.#closed ? undefined : o.upgrades?.get(url.pathname);
+        if (!handler) {
+          throw new RunstreamError(ErrorCode.NotFound, `no WebSocket endpoint at ${url.pathname}`);
+        }
+        if (!this.#origins.allows(req.headers.origin))
+          throw new OriginNotAllowedError(req.headers.origin ?? '');
+        socket.off('error', onSocketError);
+        handler(req, socket, head, url);
+      } catch (err) {
+        socket.off('error', onSocketError);
+        const e = toRunstreamError(err);
+        if (e.httpStatus >= 500) o.log.error({ err }, 'websocket upgrade failed');
+        rejectUpgrade(socket, e);
+      }
+    });
+  }
+
+  async start(): Promise<void> {
+    await new Promise<void>((resolve, reject) => {
+      this.#server.once('error', reject);
+      this.#server.listen(this.#o.port, this.#o.host, () => {
+        this.#server.off('error', reject);
+        resolve();
+      });
+    });
+  }
+
+  get port(): number {
+    return (this.#server.address() as AddressInfo).port;
+  }
+
+  async #route(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = requestUrl(req);
+    if (url.pathname === '/healthz') return sendJson(res, 200, { status: 'ok' });
+    if (url.pathname === '/readyz') {
+      const ready = !this.#closed && (await this.#o.ready().catch(() => false));
+      return sendJson(res, ready ? 200 : 503, { status: ready ? 'ready' : 'not ready' });
+    }
+    // Browsers only: refuse other origins, and let allowed ones read the answers (CORS).
+    if (!this.#origins.allows(req.headers.origin)) {
+      return sendError(res, new OriginNotAllowedError(req.headers.origin ?? ''));
+    }
+    if (this.#origins.applyCors(req, res)) return;
+    const m = this.#o.router.match(req.method ?? 'GET', url.pathname);
+    if (m.kind === 'route') return m.route.handle(req, res, m.params, url);
+    if (m.kind === 'method') {
+      res.setHeader('allow', m.allowed.join(', '));
+      return sendError(
+        res,
+        new RunstreamError(
+          ErrorCode.MethodNotAllowed,
+          `${req.method} not allowed; use ${m.allowed.join(' or ')}`,
+        ),
+      );
+    }
+    sendError(res, new RunstreamError(ErrorCode.NotFound, `no route for ${url.pathname}`));
+  }
+
+  /** Stops accepting, and closes every connection. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#server.closeAllConnections();
+    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+}

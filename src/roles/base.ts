@@ -1,0 +1,124 @@
+/**
+ * What every process has, whatever its roles: the authenticator, the Postgres pool (with
+ * the migrations applied), the NATS connection and the log stream, the resync signal after
+ * a NATS reconnect, and the HTTP router and gRPC server the roles register on.
+ */
+import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import pg from 'pg';
+import { createAuthenticator, logAuthMode } from '../auth/jwt.js';
+import type { Authenticator } from '../auth/principal.js';
+import type { Config } from '../config.js';
+import type { LogBounds } from '../domain/cursor.js';
+import { GrpcServer } from '../grpc/server.js';
+import { Router } from '../http/router.js';
+import { connectNats, maxBodyBytes } from '../log/connection.js';
+import { LOG_EVENT_OVERHEAD_BYTES, LOG_MESSAGE_OVERHEAD_BYTES } from '../log/log-batch.js';
+import { Resync } from '../log/resync.js';
+import { ensureLogStream } from '../log/streams.js';
+import { Subjects } from '../log/subjects.js';
+import type { Logger } from '../logger.js';
+import { migrate } from '../persist/migrate.js';
+
+/** Functions that undo a start, run in reverse order at shutdown. */
+export type Closers = (() => Promise<void>)[];
+
+export interface Base {
+  readonly config: Config;
+  readonly log: Logger;
+  readonly auth: Authenticator;
+  readonly pool: pg.Pool;
+  readonly nc: NatsConnection;
+  readonly jsm: JetStreamManager;
+  readonly js: JetStreamClient;
+  readonly subjects: Subjects;
+  /** The JetStream log's current extent. */
+  readonly logBounds: () => Promise<LogBounds>;
+  /** Fires after a NATS reconnect, this process's or a peer's (log/resync.ts). */
+  readonly resync: Resync;
+  readonly router: Router;
+  readonly grpc: GrpcServer;
+  /** Every dependency this node needs is reachable. */
+  readonly ready: () => Promise<boolean>;
+}
+
+export async function startBase(config: Config, log: Logger, closers: Closers): Promise<Base> {
+  // One authenticator for every transport; a bad key stops start-up before anything connects.
+  const auth = createAuthenticator(config, log.child({ stage: 'auth' }));
+  logAuthMode(auth, config, log);
+
+  const pool = new pg.Pool({
+    connectionString: config.databaseUrl,
+    max: config.pgPoolSize,
+    application_name: 'runstream',
+    connectionTimeoutMillis: 5_000,
+  });
+  // An idle client dropped by a Postgres restart must not crash the process.
+  pool.on('error', (err) => log.warn({ err: err.message }, 'postgres client error'));
+  closers.push(() => pool.end());
+  await migrate(pool, log);
+
+  const nc = await connectNats(config.natsUrl, `runstream-${process.pid}`, log);
+  closers.push(async () => {
+    await nc.drain().catch(() => nc.close());
+  });
+  checkEventsFitTheLog(config, maxBodyBytes(nc));
+  const jsm = await jetstreamManager(nc);
+  const subjects = new Subjects(config.subjectPrefix);
+  await ensureLogStream(jsm, {
+    streamName: config.streamName,
+    subjects,
+    maxAgeMs: config.streamMaxAgeMs,
+    duplicateWindowMs: config.duplicateWindowMs,
+    replicas: config.streamReplicas,
+  });
+  const resync = new Resync(nc, subjects.resync, log.child({ stage: 'resync' }));
+  resync.start();
+  closers.push(async () => resync.close());
+
+  const grpc = new GrpcServer({
+    host: config.host,
+    port: config.grpcPort,
+    maxMessageBytes: config.maxGrpcMessageBytes,
+    log: log.child({ stage: 'grpc' }),
+  });
+  return {
+    config,
+    log,
+    auth,
+    pool,
+    nc,
+    jsm,
+    js: jetstream(nc),
+    subjects,
+    logBounds: async () => {
+      const { state } = await jsm.streams.info(config.streamName);
+      return { first: state.first_seq, last: state.last_seq };
+    },
+    resync,
+    router: new Router(),
+    grpc,
+    ready: async () => {
+      if (nc.isClosed() || nc.isDraining()) return false;
+      await pool.query('SELECT 1');
+      await nc.flush();
+      return true;
+    },
+  };
+}
+
+/**
+ * Refuses to start when an event at the size limits could not travel: its content and
+ * metadata (each up to RS_MAX_CONTENT_BYTES) must fit one log message, and one
+ * announcement, within the NATS server's max_payload.
+ */
+function checkEventsFitTheLog(config: Config, maxBody: number): void {
+  const need = 2 * config.maxContentBytes + LOG_EVENT_OVERHEAD_BYTES + LOG_MESSAGE_OVERHEAD_BYTES;
+  if (need > maxBody) {
+    throw new Error(
+      `RS_MAX_CONTENT_BYTES=${config.maxContentBytes}: an event with content_json and metadata_json at ` +
+        `that limit takes up to ${need} bytes of a NATS message, but the server takes ${maxBody} ` +
+        '(its max_payload, less headers): raise max_payload in the NATS config or lower RS_MAX_CONTENT_BYTES',
+    );
+  }
+}

@@ -1,0 +1,59 @@
+/**
+ * The ingest role: `runstream.v1.Ingest` on the gRPC port, publishing to the log and
+ * answering at the producer's ack level (ingest/).
+ */
+
+import type { Receipt } from '../domain/receipt.js';
+import { ControlFeeds } from '../ingest/control.js';
+import { InflightBudget } from '../ingest/inflight.js';
+import { PersistWaiter } from '../ingest/persist-waiter.js';
+import { IngestService } from '../ingest/server.js';
+import { decodeReceipts } from '../log/announcements.js';
+import { LogPublisher } from '../log/publisher.js';
+import { ThreadFeeds } from '../log/thread-feed.js';
+import { deletionHorizon } from '../persist/deletions.js';
+import type { Base } from './base.js';
+
+/** How long a thread's receipt subscription outlives its last PERSISTED request. */
+const RECEIPT_LINGER_MS = 30_000;
+
+export function startIngestRole(b: Base): void {
+  const { config, nc, subjects, pool, log } = b;
+  // Receipt subscriptions linger, so a thread that publishes request after request keeps its
+  // subscription instead of a SUB, a round trip and an UNSUB per PERSISTED request.
+  const receipts = new ThreadFeeds<Receipt[]>(
+    nc,
+    (t) => subjects.receipts(t),
+    decodeReceipts,
+    log,
+    RECEIPT_LINGER_MS,
+  );
+  const waiter = new PersistWaiter(receipts, pool, config.persistedAckTimeoutMs);
+  // Receipts lost while NATS moved: the waiting requests look their events up.
+  b.resync.onResync(() => {
+    waiter
+      .recheck()
+      .catch((err: unknown) =>
+        log.warn({ err: (err as Error).message }, 'resync: could not look up waiting PERSISTED events'),
+      );
+  });
+  new IngestService({
+    publisher: new LogPublisher(nc, subjects),
+    deletionHorizon: (threadId, runId) => deletionHorizon(pool, threadId, runId),
+    budget: new InflightBudget(config.ingestMaxInflightBytes),
+    streamLimits: {
+      streamMaxInflight: config.publishStreamMaxInflight,
+      streamMaxInflightBytes: config.publishStreamMaxInflightBytes,
+    },
+    waiter,
+    limits: {
+      ...config,
+      maxJsonDepth: config.testLoosenValidation.has('json-depth')
+        ? Number.POSITIVE_INFINITY
+        : config.maxJsonDepth,
+    },
+    auth: b.auth,
+    controls: new ControlFeeds(nc, subjects, log),
+    log: log.child({ stage: 'ingest' }),
+  }).register(b.grpc);
+}
