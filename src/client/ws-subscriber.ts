@@ -3,6 +3,7 @@
  * cursor (last seq received) so it can resume after a dropped connection.
  */
 import WebSocket from 'ws';
+import type { ChatFrameData } from './chat-view.js';
 
 export interface WireEvent {
   seq: number;
@@ -30,7 +31,10 @@ export type ServerFrame =
       cursors?: Record<string, number>;
     }
   | { type: 'unsubscribed'; id: string; seq: number }
-  | { type: 'end'; id: string; run_id: string; seq: number }
+  /** The run ended at its terminal event `seq`, with `status` (docs/protocol.md, the run lifecycle). */
+  | { type: 'end'; id: string; run_id: string; seq: number; status: string }
+  /** A `"view": "chat"` subscription's change to one message (apply it with chat-view.ts ChatView). */
+  | ({ type: 'chat'; id: string } & ChatFrameData)
   /** The thread (no run_id) or a run the subscription covers was deleted; the subscription is over. */
   | { type: 'deleted'; id: string; thread_id: string; run_id?: string }
   | {

@@ -171,9 +171,21 @@ export class ChatKeys {
   }
 
   /** The run's last chat event (before where the keys start) was an anonymous assistant one, of the message begun at `firstSeq`. */
-  seedAnonymous(runId: string, firstSeq: number): void {
-    this.#anon.set(runId, anonKey(runId, firstSeq));
+  seedAnonymous(runId: string, firstSeq: number): string {
+    const key = anonKey(runId, firstSeq);
+    this.#anon.set(runId, key);
+    return key;
   }
+
+  /** Runs whose last chat event is an anonymous assistant one: the state these keys hold. */
+  get size(): number {
+    return this.#anon.size;
+  }
+}
+
+/** The key of an assistant message named by `metadata.id`: the one kind that may continue at any later seq. */
+export function isNamedAssistantKey(key: string): boolean {
+  return key.startsWith('a:');
 }
 
 function anonKey(runId: string, firstSeq: number): string {
@@ -190,35 +202,78 @@ export interface ChatChange {
   /** ...or the message's whole text, replacing what it had (`ai_message`). */
   readonly content?: string;
   readonly toolCalls?: readonly ChatToolCall[];
-  /** Tool messages seen before whose tool this event's calls named. */
-  readonly named?: readonly ChatMessage[];
 }
 
 /**
- * Builds messages from events in ascending seq order, one event at a time. Tool results
- * name the tool of the call they answer, whichever of the two came first.
+ * Builds messages from events in ascending seq order, one event at a time. A tool message
+ * is named by its result's `name`, or else by the latest call with its call id in its run
+ * before it: what is known at its first event, so the name never changes later and a view
+ * that starts anywhere agrees. Calls before where the builder started are looked up in
+ * the store ({@link unnamedTools}, {@link nameTools}).
  */
 export class ChatBuilder {
   readonly #byKey = new Map<string, ChatMessage>();
   readonly #out: ChatMessage[] = [];
-  /** Calls seen, by id; and tool messages still waiting for their tool's name, by call id. */
+  /** Calls seen, by run and call id: the latest wins. */
   readonly #calls = new Map<string, ChatToolCall>();
-  readonly #unnamed = new Map<string, ChatMessage[]>();
+  readonly #keep: boolean;
 
-  /** The messages built so far, in order of their first event. */
+  /**
+   * `keep: false` (a live view): messages are not listed and their text and calls not
+   * accumulated; only what later events need is held (assistant messages, which may go
+   * on, and calls), which {@link size} counts.
+   */
+  constructor(o: { keep?: boolean } = {}) {
+    this.#keep = o.keep ?? true;
+  }
+
+  /** The messages built so far, in order of their first event (with `keep`). */
   get messages(): ChatMessage[] {
     return this.#out;
   }
 
-  /** A call seen before this builder started (History's earlier pages; the store). */
-  knowCall(call: Pick<ChatToolCall, 'id' | 'name'>): void {
-    for (const m of this.#unnamed.get(call.id) ?? []) m.name = call.name;
-    this.#unnamed.delete(call.id);
+  /** Messages and calls held for later events. */
+  get size(): number {
+    return this.#byKey.size + this.#calls.size;
   }
 
-  /** Tool messages whose tool is not named yet. */
-  get unnamed(): ChatMessage[] {
-    return [...this.#unnamed.values()].flat();
+  has(key: string): boolean {
+    return this.#byKey.has(key);
+  }
+
+  /** A message begun before this builder started goes on under `key`: its first event's fields. */
+  adopt(key: string, first: ChatInput): void {
+    this.#byKey.set(key, this.#begin(first, key, 'whole', undefined));
+  }
+
+  #begin(e: ChatInput, key: string, kind: Kind, content: unknown): ChatMessage {
+    const role: ChatRoleName =
+      kind === 'human' ? 'human' : kind === 'system' ? 'system' : kind === 'result' ? 'tool' : 'assistant';
+    const c = asObject(content);
+    const metadata = asObject(parse(e.metadata_json));
+    const callId =
+      kind === 'result'
+        ? (str(c?.call_id) ?? str(c?.tool_call_id) ?? str(metadata?.tool_call_id))
+        : undefined;
+    const m: ChatMessage = {
+      role,
+      id: (kind === 'result' ? callId : str(metadata?.id)) ?? `seq-${firstSeqOf(key, e.seq)}`,
+      run_id: e.run_id,
+      user_id: e.user_id,
+      content: '',
+      tool_calls: [],
+      first_seq: e.seq,
+      last_seq: e.seq,
+      event_count: 0,
+      created_at: e.created_at,
+      metadata_json: e.metadata_json,
+    };
+    if (kind === 'result') {
+      m.tool_call_id = callId ?? '';
+      m.name = str(c?.name) ?? this.#calls.get(callKey(e.run_id, m.tool_call_id))?.name ?? '';
+      m.is_error = c?.is_error === true || c?.status === 'error';
+    }
+    return m;
   }
 
   /** Applies one chat event (of a {@link CHAT_EVENT_TYPES} type) under its key. */
@@ -228,65 +283,59 @@ export class ChatBuilder {
     let m = this.#byKey.get(key);
     const created = m === undefined;
     if (!m) {
-      const role: ChatRoleName =
-        kind === 'human' ? 'human' : kind === 'system' ? 'system' : kind === 'result' ? 'tool' : 'assistant';
-      const c = asObject(content);
-      const metadata = asObject(parse(e.metadata_json));
-      const callId =
-        kind === 'result'
-          ? (str(c?.call_id) ?? str(c?.tool_call_id) ?? str(metadata?.tool_call_id))
-          : undefined;
-      m = {
-        role,
-        id: (kind === 'result' ? callId : str(metadata?.id)) ?? `seq-${firstSeqOf(key, e.seq)}`,
-        run_id: e.run_id,
-        user_id: e.user_id,
-        content: '',
-        tool_calls: [],
-        first_seq: e.seq,
-        last_seq: e.seq,
-        event_count: 0,
-        created_at: e.created_at,
-        metadata_json: e.metadata_json,
-      };
-      if (kind === 'result') {
-        m.tool_call_id = callId ?? '';
-        m.name = str(c?.name) ?? '';
-        m.is_error = c?.is_error === true || c?.status === 'error';
-        if (!m.name && m.tool_call_id) {
-          const call = this.#calls.get(m.tool_call_id);
-          if (call) m.name = call.name;
-          else this.#unnamed.set(m.tool_call_id, [...(this.#unnamed.get(m.tool_call_id) ?? []), m]);
-        }
-      }
-      this.#byKey.set(key, m);
-      this.#out.push(m);
+      m = this.#begin(e, key, kind, content);
+      if (this.#keep) this.#out.push(m);
+      if (this.#keep || m.role === 'assistant') this.#byKey.set(key, m);
     }
     m.last_seq = e.seq;
     m.event_count++;
     switch (kind) {
       case 'call': {
         const calls = toolCallsOf(content, e.seq);
-        m.tool_calls.push(...calls);
-        const named: ChatMessage[] = [];
-        for (const call of calls) {
-          this.#calls.set(call.id, call);
-          for (const t of this.#unnamed.get(call.id) ?? []) {
-            t.name = call.name;
-            named.push(t);
-          }
-          this.#unnamed.delete(call.id);
-        }
-        return { message: m, created, toolCalls: calls, ...(named.length > 0 ? { named } : {}) };
+        if (this.#keep) m.tool_calls.push(...calls);
+        for (const call of calls) this.#calls.set(callKey(e.run_id, call.id), call);
+        return { message: m, created, toolCalls: calls };
       }
       case 'whole': {
-        m.content = textOf(content); // the whole message replaces any chunks seen
-        return { message: m, created, content: m.content };
+        const text = textOf(content); // the whole message replaces any chunks seen
+        if (this.#keep) m.content = text;
+        return { message: m, created, content: text };
       }
       default: {
         const text = textOf(content);
-        m.content += text;
+        if (this.#keep) m.content += text;
         return { message: m, created, append: text };
+      }
+    }
+  }
+}
+
+function callKey(runId: string, callId: string): string {
+  return `${runId}\u0000${callId}`;
+}
+
+/** Tool messages still without a name whose call may be in the store, before them. */
+export function unnamedTools(messages: readonly ChatMessage[]): ChatMessage[] {
+  return messages.filter((m) => m.role === 'tool' && !m.name && m.tool_call_id);
+}
+
+/** A stored tool-call event: the candidates {@link nameTools} picks from. */
+export interface StoredToolCall {
+  readonly run_id: string;
+  readonly seq: number;
+  readonly content_json: string;
+}
+
+/** Names each message from the latest call with its call id in its run before it, if any. */
+export function nameTools(messages: readonly ChatMessage[], calls: readonly StoredToolCall[]): void {
+  const latestFirst = [...calls].sort((a, b) => b.seq - a.seq);
+  for (const m of messages) {
+    for (const c of latestFirst) {
+      if (c.run_id !== m.run_id || c.seq >= m.first_seq) continue;
+      const call = toolCallsOf(parse(c.content_json), c.seq).find((t) => t.id === m.tool_call_id);
+      if (call) {
+        m.name = call.name;
+        break;
       }
     }
   }

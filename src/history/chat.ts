@@ -9,19 +9,12 @@
  * message's across a page boundary comes in parts with the same id, to be merged by id.
  */
 import type pg from 'pg';
-import {
-  assemble,
-  CHAT_EVENT_TYPES,
-  ChatKeys,
-  type ChatMessage,
-  TOOL_CALL_TYPES,
-  toolCallsOf,
-} from '../domain/chat.js';
+import type { ChatMessage } from '../domain/chat.js';
+import { assemble, CHAT_EVENT_TYPES, ChatKeys, nameTools, unnamedTools } from '../domain/chat.js';
 import type { StoredEvent } from '../domain/event.js';
 import type { EventFilter } from '../domain/filter.js';
-import { readEventsPage } from '../persist/queries.js';
+import { anonymousTails, readEventsPage, toolCallsBefore } from '../persist/queries.js';
 import { pageCursors } from './page-cursors.js';
-import { toolCallsById } from './queries.js';
 
 export type { ChatMessage, ChatRoleName, ChatToolCall } from '../domain/chat.js';
 
@@ -64,7 +57,6 @@ export async function chatPage(db: pg.Pool, q: ChatQuery): Promise<ChatPage> {
   const keys = new ChatKeys();
   const seen = new Set<string>();
   const events: StoredEvent[] = [];
-  const eventKeys: string[] = [];
   let after = q.afterSeq;
   let before = q.beforeSeq;
   let hasMore = false;
@@ -93,7 +85,6 @@ export async function chatPage(db: pg.Pool, q: ChatQuery): Promise<ChatPage> {
         seen.add(key);
       }
       events.push(e);
-      eventKeys.push(key);
     }
     if (bytesLeft !== undefined) {
       bytesLeft -= bytes;
@@ -107,11 +98,8 @@ export async function chatPage(db: pg.Pool, q: ChatQuery): Promise<ChatPage> {
     if (descending) before = last.seq;
     else after = last.seq;
   }
-  if (descending) {
-    events.reverse();
-    eventKeys.reverse();
-  }
-  const messages = assemble(events, eventKeys);
+  if (descending) events.reverse();
+  const messages = assemble(events, await ascendingKeys(db, q, events));
   await nameToolResults(db, q, messages);
   if (descending) messages.reverse();
   // Events are ascending here: a descending page continues before its first.
@@ -119,24 +107,31 @@ export async function chatPage(db: pg.Pool, q: ChatQuery): Promise<ChatPage> {
   return { messages, ...pageCursors(q, edge?.seq), hasMore };
 }
 
+/**
+ * The events' message keys in ascending order, from the state before the first of them:
+ * an anonymous assistant message begun before the page goes on in it under its id.
+ */
+async function ascendingKeys(db: pg.Pool, q: ChatQuery, events: readonly StoredEvent[]): Promise<string[]> {
+  const keys = new ChatKeys();
+  const before = (events[0]?.seq ?? 1) - 1;
+  if (before > 0) {
+    const tails = await anonymousTails(db, {
+      threadId: q.threadId,
+      uptoSeq: before,
+      runId: q.runId,
+      userId: q.userId,
+    });
+    for (const first of tails) keys.seedAnonymous(first.run_id, first.seq);
+  }
+  return events.map((e) => keys.keyOf(e));
+}
+
 /** Tool results whose call is on an earlier page get the tool's name from the store. */
 async function nameToolResults(db: pg.Pool, q: ChatQuery, messages: readonly ChatMessage[]): Promise<void> {
-  const unnamed = messages.filter((m) => m.role === 'tool' && !m.name && m.tool_call_id);
+  const unnamed = unnamedTools(messages);
   if (unnamed.length === 0) return;
-  const found = await toolCallsById(db, {
-    threadId: q.threadId,
-    runIds: [...new Set(unnamed.map((m) => m.run_id))],
-    callIds: unnamed.map((m) => m.tool_call_id as string),
-    beforeSeq: Math.max(...unnamed.map((m) => m.first_seq)),
-    eventTypes: TOOL_CALL_TYPES,
-  });
-  for (const m of unnamed) {
-    for (const json of found) {
-      const call = toolCallsOf(JSON.parse(json) as unknown, 0).find((c) => c.id === m.tool_call_id);
-      if (call) {
-        m.name = call.name;
-        break;
-      }
-    }
-  }
+  nameTools(
+    unnamed,
+    await toolCallsBefore(db, { threadId: q.threadId, messages: unnamed, userId: q.userId }),
+  );
 }

@@ -1,5 +1,12 @@
 /** Read queries over the event log. Always parameterised; seq cursors only. */
 import type pg from 'pg';
+import {
+  ASSISTANT_TYPES,
+  CHAT_EVENT_TYPES,
+  type ChatMessage,
+  type StoredToolCall,
+  TOOL_CALL_TYPES,
+} from '../domain/chat.js';
 import { CATEGORY_NUMBER, categoryName, type StoredEvent } from '../domain/event.js';
 import type { EventFilter } from '../domain/filter.js';
 import { TERMINAL_EVENT_TYPES } from '../domain/run-lifecycle.js';
@@ -277,4 +284,116 @@ export async function findEvents(
       },
     ]),
   );
+}
+
+export interface ToolCallLookup {
+  readonly threadId: string;
+  /** The tool messages to name: their runs, call ids, and the latest first seq among them. */
+  readonly messages: readonly Pick<ChatMessage, 'run_id' | 'tool_call_id' | 'first_seq'>[];
+  /** A user-scoped read sees only that user's calls. */
+  readonly userId?: string | undefined;
+}
+
+/**
+ * The tool-call events that may name these tool messages: of their runs, before the
+ * latest of them, holding one of their call ids (or a `tool_calls` list). Through the
+ * (thread_id, run_id, seq) index, so bounded by the runs. {@link nameTools} picks.
+ */
+export async function toolCallsBefore(
+  db: pg.Pool | pg.ClientBase,
+  q: ToolCallLookup,
+): Promise<StoredToolCall[]> {
+  if (q.messages.length === 0) return [];
+  const user = q.userId === undefined ? '' : ' AND user_id = $6';
+  const { rows } = await db.query<{ run_id: string; seq: string; content: string }>({
+    name: `rs_tool_calls_before${q.userId === undefined ? '' : '_user'}`,
+    text: `SELECT run_id, seq, content::text AS content FROM run_events
+            WHERE thread_id = $1 AND run_id = ANY($2::text[]) AND seq < $3 AND event_type = ANY($4::text[])
+              AND ((content->>'call_id') = ANY($5::text[]) OR (content->>'id') = ANY($5::text[])
+                   OR (content->>'tool_call_id') = ANY($5::text[]) OR (content->'tool_calls') IS NOT NULL)${user}`,
+    values: [
+      q.threadId,
+      [...new Set(q.messages.map((m) => m.run_id))],
+      Math.max(...q.messages.map((m) => m.first_seq)),
+      TOOL_CALL_TYPES,
+      q.messages.map((m) => m.tool_call_id ?? ''),
+      ...(q.userId === undefined ? [] : [q.userId]),
+    ],
+  });
+  return rows.map((r) => ({ run_id: r.run_id, seq: Number(r.seq), content_json: r.content }));
+}
+
+/** Of a chat read: the thread, up to which seq, and the subscription's run and user filters. */
+export interface ChatStateQuery {
+  readonly threadId: string;
+  readonly uptoSeq: number;
+  readonly runId?: string | undefined;
+  readonly userId?: string | undefined;
+}
+
+/**
+ * Of the runs (of the thread, or the one run) whose last chat event up to `uptoSeq` is an
+ * anonymous assistant event, the first event of that message: the first chat event after
+ * the run's last chat event that is not one (domain/chat.ts ChatKeys).
+ */
+export async function anonymousTails(db: pg.Pool | pg.ClientBase, q: ChatStateQuery): Promise<StoredEvent[]> {
+  const { runId, userId } = q;
+  const { rows } = await db.query<EventRow>({
+    name: `rs_chat_anon_tails${runId === undefined ? '' : '_run'}${userId === undefined ? '' : '_user'}`,
+    text: `SELECT ${EVENT_COLUMNS} FROM run_events
+            WHERE thread_id = $1 AND seq IN (${anonymousTailsSql(runId !== undefined, userId !== undefined)})`,
+    values: [
+      q.threadId,
+      q.uptoSeq,
+      [...CHAT_EVENT_TYPES],
+      ASSISTANT_TYPES,
+      ...(runId === undefined ? [] : [runId]),
+      ...(userId === undefined ? [] : [userId]),
+    ],
+  });
+  return rows.map(toStored);
+}
+
+/** `(metadata->'id')` is a non-empty string: the event names its message. */
+const NAMED = `COALESCE(json_typeof(e.metadata->'id') = 'string' AND e.metadata->>'id' <> '', false)`;
+
+function anonymousTailsSql(byRun: boolean, byUser: boolean): string {
+  const user = byUser ? ` AND e.user_id = $${byRun ? 6 : 5}` : '';
+  const chat = `e.thread_id = $1 AND e.run_id = r.run_id AND e.seq <= $2 AND e.event_type = ANY($3::text[])${user}`;
+  const anon = `(e.event_type = ANY($4::text[]) AND NOT ${NAMED})`;
+  return `
+    SELECT (SELECT min(e.seq) FROM run_events e
+             WHERE ${chat} AND e.seq > COALESCE((
+               SELECT e.seq FROM run_events e WHERE ${chat} AND NOT ${anon} ORDER BY e.seq DESC LIMIT 1), 0)
+           ) AS first_seq
+      FROM runs r
+      CROSS JOIN LATERAL (SELECT ${anon} AS anon FROM run_events e WHERE ${chat} ORDER BY e.seq DESC LIMIT 1) l
+     WHERE r.thread_id = $1 AND r.first_seq <= $2 AND l.anon${byRun ? ' AND r.run_id = $5' : ''}`;
+}
+
+/**
+ * The first event, up to `uptoSeq`, of the assistant message `messageId` (its `metadata.id`)
+ * of run `runId`: where a message that goes on after a view began really began.
+ */
+export async function firstOfMessage(
+  db: pg.Pool | pg.ClientBase,
+  q: ChatStateQuery & { readonly runId: string; readonly messageId: string },
+): Promise<StoredEvent | undefined> {
+  const user = q.userId === undefined ? '' : ' AND user_id = $6';
+  const { rows } = await db.query<EventRow>({
+    name: `rs_chat_first_of_message${q.userId === undefined ? '' : '_user'}`,
+    text: `SELECT ${EVENT_COLUMNS} FROM run_events
+            WHERE thread_id = $1 AND run_id = $2 AND seq <= $3 AND event_type = ANY($4::text[])
+              AND json_typeof(metadata->'id') = 'string' AND (metadata->>'id') = $5${user}
+            ORDER BY seq LIMIT 1`,
+    values: [
+      q.threadId,
+      q.runId,
+      q.uptoSeq,
+      ASSISTANT_TYPES,
+      q.messageId,
+      ...(q.userId === undefined ? [] : [q.userId]),
+    ],
+  });
+  return rows[0] === undefined ? undefined : toStored(rows[0]);
 }

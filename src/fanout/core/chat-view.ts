@@ -2,14 +2,15 @@
  * The live chat view of a subscription (`"view": "chat"`): the chat projection of
  * domain/chat.ts as it grows, one frame per chat event, each carrying the seq it reflects.
  *
- * A frame names its message (`message`: the fields the message has from its first event)
- * and says what the event changed: `append` (text added), `content` (the whole text,
- * replacing), `tool_calls` (calls added), `named` (tool messages that now know their
- * tool). A client applies it so: take the message with that id, or add it (with empty
- * `content` and `tool_calls`, at the end of the list); set its `last_seq` to the frame's
- * seq and add 1 to its `event_count`; then apply the change. A client that holds History's
- * chat view at seq N (or nothing at N = 0), subscribes after N and applies every frame
- * holds exactly History's chat view at the last frame's seq.
+ * A frame names its message (`message`: the fields the message has from its first event,
+ * `first_seq` among them, which identifies it) and says what the event changed: `append`
+ * (text added), `content` (the whole text, replacing), `tool_calls` (calls added). A
+ * client applies it so: take the message with that `first_seq`, or add it (with empty
+ * `content`, and empty `tool_calls` for an assistant, at the end of the list); set its
+ * `last_seq` to the frame's seq and add 1 to its `event_count`; then apply the change
+ * (src/client/chat-view.ts does). A client that holds History's chat view at seq N (or
+ * nothing at N = 0), subscribes after N and applies every frame holds exactly History's
+ * chat view at the last frame's seq.
  *
  * To start after N > 0, the view needs what of the projection's state lies before N: which
  * runs end in an anonymous assistant message, and from which seq (so that chunks after N
@@ -19,20 +20,20 @@
  */
 import type pg from 'pg';
 import {
-  ASSISTANT_TYPES,
-  CHAT_EVENT_TYPES,
   ChatBuilder,
   type ChatChange,
   type ChatInput,
   ChatKeys,
   type ChatMessage,
-  TOOL_CALL_TYPES,
-  toolCallsOf,
+  isNamedAssistantKey,
+  metadataId,
+  nameTools,
 } from '../../domain/chat.js';
+import type { StoredEvent } from '../../domain/event.js';
 import type { RunStatusName } from '../../domain/run-lifecycle.js';
 import { ErrorCode, RunstreamError } from '../../errors.js';
-import { toolCallsById } from '../../history/queries.js';
-import { eventJsonParts } from '../event-json-parts.js';
+import { anonymousTails, firstOfMessage, toolCallsBefore } from '../../persist/queries.js';
+import { eventJsonParts } from './event-json-parts.js';
 import type { QueuedSink } from './queued-sink.js';
 import type {
   DeliveredEvent,
@@ -43,6 +44,14 @@ import type {
 
 /** Events a chat view holds unprocessed at most; past it, its subscriber is too slow. */
 export const CHAT_VIEW_MAX_PENDING = 10_000;
+
+/**
+ * Messages, calls and runs a view's projection state holds at most. Past it, the view
+ * drops its state and takes it from the store again at its cursor, as a view that
+ * starts there does: memory stays bounded however long the thread, and the frames are
+ * the same.
+ */
+export const CHAT_VIEW_MAX_STATE = 2_000;
 
 /** One chat frame's content, before a transport frames it; `json` is rendered once. */
 export interface ChatFrame {
@@ -57,8 +66,13 @@ export class ChatViewSink<F> implements SubscriptionSink {
   readonly #inner: QueuedSink<F>;
   readonly #pool: pg.Pool;
   readonly #threadId: string;
-  readonly #keys = new ChatKeys();
-  readonly #builder = new ChatBuilder();
+  #keys = new ChatKeys();
+  #builder = new ChatBuilder({ keep: false });
+  /**
+   * The seq up to which this view's state came from the store (0: the view has seen every
+   * event of its thread itself). A message or call from up to it is looked up there.
+   */
+  #horizon = 0;
   #sub: Subscription | undefined;
   #tasks: Task[] = [];
   #running = false;
@@ -177,78 +191,102 @@ export class ChatViewSink<F> implements SubscriptionSink {
   }
 
   async #project(sub: Subscription, e: ChatInput): Promise<void> {
-    const change = this.#builder.apply(e, this.#keys.keyOf(e));
+    const key = this.#keys.keyOf(e);
+    if (this.#horizon > 0 && isNamedAssistantKey(key) && !this.#builder.has(key)) {
+      await this.#adoptFromStore(sub, e, key);
+    }
+    const change = this.#builder.apply(e, key);
     const m = change.message;
-    if (change.created && m.role === 'tool' && !m.name && m.tool_call_id) {
-      await this.#nameFromStore(m);
+    if (this.#horizon > 0 && change.created && m.role === 'tool' && !m.name && m.tool_call_id) {
+      await this.#nameFromStore(sub, m);
     }
     this.#cursor = e.seq;
     const json = chatFrameJson(e.seq, change);
     const frame = this.#inner.render.chat?.(sub, { seq: e.seq, json });
     if (frame !== undefined) this.#inner.queue.send(frame);
+    if (this.#builder.size + this.#keys.size > CHAT_VIEW_MAX_STATE) await this.#seed(sub, e.seq);
   }
 
-  /** A tool result whose call this view has not seen: the call is before where the view began. */
-  async #nameFromStore(m: ChatMessage): Promise<void> {
-    const found = await toolCallsById(this.#pool, {
-      threadId: this.#threadId,
-      runIds: [m.run_id],
-      callIds: [m.tool_call_id as string],
-      beforeSeq: m.first_seq,
-      eventTypes: TOOL_CALL_TYPES,
-    });
-    for (const json of found) {
-      const call = toolCallsOf(JSON.parse(json) as unknown, 0).find((c) => c.id === m.tool_call_id);
-      if (call) {
-        this.#builder.knowCall(call);
-        return;
-      }
-    }
+  /** A named assistant message this view has not seen may have begun up to its horizon. */
+  async #adoptFromStore(sub: Subscription, e: ChatInput, key: string): Promise<void> {
+    const messageId = metadataId(e.metadata_json) as string;
+    const { userId } = sub.filter;
+    const first = await shared(
+      this.#pool,
+      `first\u0000${this.#threadId}\u0000${e.run_id}\u0000${messageId}\u0000${userId ?? ''}\u0000${this.#horizon}`,
+      () =>
+        firstOfMessage(this.#pool, {
+          threadId: this.#threadId,
+          runId: e.run_id,
+          messageId,
+          uptoSeq: this.#horizon,
+          userId,
+        }),
+    );
+    if (first !== undefined) this.#builder.adopt(key, storedInput(first));
+  }
+
+  /** A tool result whose call this view has not seen: the call may be before its horizon. */
+  async #nameFromStore(sub: Subscription, m: ChatMessage): Promise<void> {
+    const { userId } = sub.filter;
+    const calls = await shared(
+      this.#pool,
+      `calls\u0000${this.#threadId}\u0000${m.run_id}\u0000${m.tool_call_id}\u0000${userId ?? ''}\u0000${m.first_seq}`,
+      () => toolCallsBefore(this.#pool, { threadId: this.#threadId, messages: [m], userId }),
+    );
+    nameTools([m], calls);
   }
 
   /**
-   * The projection's state at `cursor`: each run whose last chat event up to it is an
-   * anonymous assistant event continues that message, from the seq where it began.
+   * Takes the projection's state at `cursor` from the store: each run whose last chat
+   * event up to it is an anonymous assistant event continues that message, from the seq
+   * where it began. Named messages and calls up to it are looked up when needed.
    */
   async #seed(sub: Subscription, cursor: number): Promise<void> {
+    this.#keys = new ChatKeys();
+    this.#builder = new ChatBuilder({ keep: false });
+    this.#horizon = cursor;
     const { runId, userId } = sub.filter;
-    const { rows } = await this.#pool.query<{ run_id: string; first_seq: string }>({
-      name: `rs_chat_seed${runId === undefined ? '' : '_run'}${userId === undefined ? '' : '_user'}`,
-      text: seedSql(runId !== undefined, userId !== undefined),
-      values: [
-        this.#threadId,
-        cursor,
-        [...CHAT_EVENT_TYPES],
-        ASSISTANT_TYPES,
-        ...(runId === undefined ? [] : [runId]),
-        ...(userId === undefined ? [] : [userId]),
-      ],
+    const tails = await anonymousTails(this.#pool, {
+      threadId: this.#threadId,
+      uptoSeq: cursor,
+      runId,
+      userId,
     });
-    for (const r of rows) this.#keys.seedAnonymous(r.run_id, Number(r.first_seq));
+    for (const first of tails)
+      this.#builder.adopt(this.#keys.seedAnonymous(first.run_id, first.seq), storedInput(first));
   }
 }
 
-/** `(metadata->'id')` is a non-empty string: the event names its message. */
-const NAMED = `(json_typeof(e.metadata->'id') = 'string' AND e.metadata->>'id' <> '')`;
-
 /**
- * Per run of the thread (begun by the cursor), its last chat event up to the cursor; of the
- * runs where that is an anonymous assistant event, the seq where that message began: the
- * first chat event after the run's last chat event that is not one.
+ * Store lookups in flight, by what they ask: subscribers that meet the same event at
+ * once (a live event reaches them all in one turn) share one query.
  */
-function seedSql(byRun: boolean, byUser: boolean): string {
-  const user = byUser ? ` AND e.user_id = $${byRun ? 6 : 5}` : '';
-  const chat = `e.thread_id = $1 AND e.run_id = r.run_id AND e.seq <= $2 AND e.event_type = ANY($3::text[])${user}`;
-  const anon = `(e.event_type = ANY($4::text[]) AND NOT ${NAMED})`;
-  return `
-    SELECT r.run_id,
-           (SELECT min(e.seq) FROM run_events e
-             WHERE ${chat} AND e.seq > COALESCE((
-               SELECT e.seq FROM run_events e WHERE ${chat} AND NOT ${anon} ORDER BY e.seq DESC LIMIT 1), 0)
-           ) AS first_seq
-      FROM runs r
-      CROSS JOIN LATERAL (SELECT ${anon} AS anon FROM run_events e WHERE ${chat} ORDER BY e.seq DESC LIMIT 1) l
-     WHERE r.thread_id = $1 AND r.first_seq <= $2 AND l.anon${byRun ? ' AND r.run_id = $5' : ''}`;
+const inFlight = new WeakMap<pg.Pool, Map<string, Promise<unknown>>>();
+
+function shared<T>(pool: pg.Pool, key: string, query: () => Promise<T>): Promise<T> {
+  let byKey = inFlight.get(pool);
+  if (byKey === undefined) {
+    byKey = new Map();
+    inFlight.set(pool, byKey);
+  }
+  const pending = byKey.get(key);
+  if (pending !== undefined) return pending as Promise<T>;
+  const p = query().finally(() => byKey.delete(key));
+  byKey.set(key, p);
+  return p;
+}
+
+function storedInput(e: StoredEvent): ChatInput {
+  return {
+    seq: e.seq,
+    run_id: e.run_id,
+    user_id: e.user_id,
+    event_type: e.event_type,
+    created_at: e.created_at,
+    content_json: e.content_json,
+    metadata_json: e.metadata_json,
+  };
 }
 
 /** The frame text of a change: its seq, its message's first-event fields, what changed. */
@@ -268,7 +306,6 @@ export function chatFrameJson(seq: number, c: ChatChange): string {
     ...(c.append !== undefined ? { append: c.append } : {}),
     ...(c.content !== undefined ? { content: c.content } : {}),
     ...(c.toolCalls !== undefined ? { tool_calls: c.toolCalls } : {}),
-    ...(c.named !== undefined ? { named: c.named.map((t) => ({ id: t.id, name: t.name })) } : {}),
   });
   return `{"seq":${seq},"message":${message}${change === '{}' ? '' : `,${change.slice(1, -1)}`}}`;
 }
