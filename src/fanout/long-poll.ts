@@ -39,6 +39,7 @@ async function poll(o: LongPollOptions, p: Principal, q: EventsQuery, waitMs: nu
   const release = service.admit('long-poll');
   const events: string[] = [];
   let bytes = 0;
+  let lastSeq = 0;
   let live = false;
   let answered = false;
   let sub: Subscription | undefined;
@@ -49,7 +50,8 @@ async function poll(o: LongPollOptions, p: Principal, q: EventsQuery, waitMs: nu
     answered = true;
     clearTimeout(timer);
     if (soon) clearImmediate(soon);
-    const cursor = sub?.resumeCursor ?? q.afterSeq;
+    // The event that filled the page is not yet the subscription's cursor: take it from the page too.
+    const cursor = Math.max(sub?.resumeCursor ?? q.afterSeq, lastSeq);
     sub?.close();
     release();
     res
@@ -91,6 +93,7 @@ async function poll(o: LongPollOptions, p: Principal, q: EventsQuery, waitMs: nu
   const sink = new (class extends QueuedSink<string> {
     override event(s: Subscription, e: DeliveredEvent): void {
       super.event(s, e);
+      lastSeq = e.seq;
       if (full()) {
         s.close();
         answer(true);

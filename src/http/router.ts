@@ -2,9 +2,9 @@
  * The HTTP port's routes, by owner: each route is a method and a path template
  * (`/v1/threads/{thread_id}/events`) registered by the module that serves it. Which route
  * serves a request follows from the templates alone, never from the order they were added:
- * a literal segment beats a `{param}` at the same place, the same method and template
- * twice is refused at start, and a path that some route has under another method answers
- * 405 with `Allow`.
+ * of two that match, the one with a literal at the first segment where they differ wins;
+ * the same method and template twice is refused at start; and a path that some route has
+ * under another method answers 405 with `Allow`.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
@@ -62,15 +62,14 @@ export class Router {
   /** The route for a method and a (raw, not decoded) path. */
   match(method: string, pathname: string): Match {
     const parts = pathname.split('/').slice(1);
-    let best: { c: Compiled; params: Record<string, string>; literals: number } | undefined;
+    let best: { c: Compiled; params: Record<string, string> } | undefined;
     const allowed = new Set<string>();
     for (const c of this.#routes) {
       const params = matchSegments(c.segments, parts);
       if (!params) continue;
       allowed.add(c.route.method);
       if (c.route.method !== method) continue;
-      const literals = c.segments.filter((s) => 'literal' in s).length;
-      if (!best || literals > best.literals) best = { c, params, literals };
+      if (!best || moreSpecific(c.segments, best.c.segments)) best = { c, params };
     }
     if (best) return { kind: 'route', route: best.c.route, params: best.params };
     if (allowed.size > 0) return { kind: 'method', allowed: [...allowed] };
@@ -91,6 +90,20 @@ function compile(path: string): Segment[] {
       const m = /^\{([a-z_]+)\}$/.exec(s);
       return m ? { param: m[1] as string } : { literal: s };
     });
+}
+
+/**
+ * Of two templates that match the same path, whether `a` wins: at the first segment where
+ * one has a literal and the other a parameter, the literal. (Equal shapes cannot both be
+ * added, so this decides every pair.)
+ */
+function moreSpecific(a: readonly Segment[], b: readonly Segment[]): boolean {
+  for (let i = 0; i < a.length; i++) {
+    const x = 'literal' in (a[i] as Segment);
+    const y = 'literal' in (b[i] as Segment);
+    if (x !== y) return x;
+  }
+  return false;
 }
 
 /** Two templates that match exactly the same paths. */

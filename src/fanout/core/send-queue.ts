@@ -5,13 +5,14 @@
  * a {@link FrameWriter}; the queue counts each frame's bytes from the moment it is handed over
  * until the writer says it has been written out. The rule, everywhere:
  *
- * - **A frame always fits an empty queue**, however large: one big event can never wedge a
- *   subscriber.
- * - Past that, a frame that would take the queue over its limit cuts the consumer off as
+ * - **A frame is taken while the queue holds less than its limit**, however large the frame:
+ *   one big event can never wedge or cut off a subscriber that keeps up, even right behind
+ *   other frames. A queue holds at most its limit plus one frame.
+ * - A frame that comes while the queue holds its limit or more cuts the consumer off as
  *   too slow (the transport tells the client where to resume and closes).
- * - The node holds at most {@link QueueBudget.maxBytes} queued across all queues: a frame that
- *   would take the node over it cuts off its consumer, unless that consumer's queue is
- *   empty (a consumer that keeps up is never the one cut).
+ * - The node's queues together hold about {@link QueueBudget.maxBytes} at most: a frame that
+ *   comes while they hold that or more cuts off its consumer, unless that consumer's queue
+ *   is empty (a consumer that keeps up is never the one cut).
  * - Catch-up waits while more than the low watermark (min(1 MiB, limit / 4)) is queued, so a
  *   replay follows the client's reading speed; live frames cannot wait and just queue.
  */
@@ -33,9 +34,9 @@ export class QueueBudget {
   get queued(): number {
     return this.#queued;
   }
-  /** Whether `bytes` more fit. */
-  fits(bytes: number): boolean {
-    return this.#queued + bytes <= this.maxBytes;
+  /** The node's queues hold the budget or more. */
+  get full(): boolean {
+    return this.#queued >= this.maxBytes;
   }
   add(bytes: number): void {
     this.#queued += bytes;
@@ -46,7 +47,7 @@ export class QueueBudget {
 }
 
 export interface SendQueueOptions {
-  /** Bytes queued past which the consumer is cut off (a frame always fits an empty queue). */
+  /** Bytes queued at which a further frame cuts the consumer off (the frame that crosses it is taken). */
   readonly maxBytes: number;
   /** The node's budget, shared by every queue. */
   readonly budget: QueueBudget;
@@ -95,7 +96,7 @@ export class SendQueue<F> {
   send(frame: F): boolean {
     if (this.closed) return false;
     const bytes = this.#writer.size(frame);
-    if (this.#queued > 0 && (this.#queued + bytes > this.#o.maxBytes || !this.#o.budget.fits(bytes))) {
+    if (this.#queued > 0 && (this.#queued >= this.#o.maxBytes || this.#o.budget.full)) {
       this.#cutOff = true;
       this.#wake();
       this.#o.onSlow(this.#queued);
