@@ -344,14 +344,15 @@ test('bearer tokens: header scheme is case-insensitive; the query is the browser
   md.set('authorization', 'bearer abc.def.ghi');
   assert.equal(bearerFromGrpc(md), 'abc.def.ghi');
   assert.equal(bearerFromGrpc(new Metadata()), undefined);
-  const req = (authorization: string | undefined, url = '/v1/ws') =>
-    ({ headers: authorization === undefined ? {} : { authorization }, url }) as Parameters<
+  const req = (authorization: string | undefined) =>
+    ({ headers: authorization === undefined ? {} : { authorization } }) as Parameters<
       typeof bearerFromHttp
     >[0];
-  assert.equal(bearerFromHttp(req('Bearer t1')), 't1');
-  assert.equal(bearerFromHttp(req('BEARER  t1 ')), 't1');
-  assert.equal(bearerFromHttp(req('Basic dXNlcjpwYXNz', '/v1/ws?access_token=q1')), 'q1');
-  assert.equal(bearerFromHttp(req(undefined, '/v1/ws?access_token=q2')), 'q2');
-  assert.equal(bearerFromHttp(req('Bearer t3', '/v1/ws?access_token=q3')), 't3', 'the header wins');
-  assert.equal(bearerFromHttp(req(undefined)), undefined);
+  const at = (target = '/v1/ws') => new URL(target, 'http://localhost');
+  assert.equal(bearerFromHttp(req('Bearer t1'), at()), 't1');
+  assert.equal(bearerFromHttp(req('BEARER  t1 '), at()), 't1');
+  assert.equal(bearerFromHttp(req('Basic dXNlcjpwYXNz'), at('/v1/ws?access_token=q1')), 'q1');
+  assert.equal(bearerFromHttp(req(undefined), at('/v1/ws?access_token=q2')), 'q2');
+  assert.equal(bearerFromHttp(req('Bearer t3'), at('/v1/ws?access_token=q3')), 't3', 'the header wins');
+  assert.equal(bearerFromHttp(req(undefined), at()), undefined);
 });

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { eventJson, type StoredEvent } from '../src/domain/event.js';
 import { classify, langGraphStatus } from '../src/domain/run-lifecycle.js';
-import { eventJsonParts } from '../src/fanout/event-json-parts.js';
+import { eventJsonParts } from '../src/fanout/core/event-json-parts.js';
 import { LangGraphDialect, langGraphMode, parseStreamModes } from '../src/fanout/langgraph/join.js';
 import { lastEventIdSeq, parseStreamQuery } from '../src/fanout/sse/params.js';
 import { formatSse } from '../src/fanout/sse/stream.js';

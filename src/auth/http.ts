@@ -12,7 +12,7 @@ import { type Authenticator, bearerFromHttp, type Principal } from './principal.
 export const BEARER_CHALLENGE = 'Bearer realm="runstream"';
 
 /** The caller's principal; throws an `UnauthenticatedError` (401) when a valid token is required and absent. */
-export function authenticateHttp(auth: Authenticator, req: IncomingMessage, url?: URL): Promise<Principal> {
+export function authenticateHttp(auth: Authenticator, req: IncomingMessage, url: URL): Promise<Principal> {
   return auth.authenticate(bearerFromHttp(req, url));
 }
 

@@ -5,7 +5,6 @@
  */
 import { createSecretKey, type KeyObject } from 'node:crypto';
 import { errors, type JWTPayload, type JWTVerifyGetKey, jwtVerify } from 'jose';
-import type { Config } from '../config.js';
 import { TokenExpiredError, UnauthenticatedError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { principalFromClaims } from './claims.js';
@@ -22,11 +21,18 @@ import { type Authenticator, OPEN_AUTHENTICATOR, type Principal } from './princi
 /** Longer than any sane JWT; refusing early keeps junk out of the crypto. */
 export const MAX_TOKEN_LENGTH = 16 * 1024;
 
-/** The config fields authentication reads. */
-export type AuthConfig = Pick<
-  Config,
-  'jwtSecret' | 'jwtPublicKey' | 'jwtJwksFile' | 'jwtIssuer' | 'jwtAudience' | 'jwtClockToleranceMs'
->;
+/** The settings authentication reads (config.ts has them from RS_JWT_*). */
+export interface AuthConfig {
+  /** HMAC secret (HS256/384/512). At most one of the three key sources; none: an open broker. */
+  readonly jwtSecret: string | undefined;
+  /** A PEM public key (RS*, PS*, ES*, EdDSA). */
+  readonly jwtPublicKey: string | undefined;
+  /** A JWKS file. */
+  readonly jwtJwksFile: string | undefined;
+  readonly jwtIssuer: readonly string[];
+  readonly jwtAudience: readonly string[];
+  readonly jwtClockToleranceMs: number;
+}
 
 interface KeySource {
   readonly key: KeyObject | JWTVerifyGetKey;
@@ -138,7 +144,7 @@ export function createAuthenticator(config: AuthConfig, log?: Logger): Authentic
  */
 export function logAuthMode(
   auth: Authenticator,
-  config: AuthConfig & Pick<Config, 'allowedOrigins'>,
+  config: AuthConfig & { readonly allowedOrigins: readonly string[] | undefined },
   log: Logger,
 ): void {
   if (!auth.enabled) {

@@ -6,7 +6,6 @@
  */
 import type { IncomingMessage } from 'node:http';
 import type { Metadata } from '@grpc/grpc-js';
-import { requestUrl } from '../http/util.js';
 
 export interface Principal {
   /** Token subject; undefined when the broker runs open. */
@@ -49,10 +48,10 @@ export const OPEN_AUTHENTICATOR: Authenticator = Object.freeze({
  * A bearer token from `Authorization: Bearer …`, or, for browsers that cannot set headers
  * on WebSocket and EventSource requests, the `access_token` query parameter.
  */
-export function bearerFromHttp(req: IncomingMessage, url?: URL): string | undefined {
+export function bearerFromHttp(req: IncomingMessage, url: URL): string | undefined {
   const fromHeader = bearerToken(req.headers.authorization);
   if (fromHeader !== undefined) return fromHeader;
-  return (url ?? requestUrl(req)).searchParams.get('access_token') ?? undefined;
+  return url.searchParams.get('access_token') ?? undefined;
 }
 
 /** A bearer token from gRPC metadata (`authorization: Bearer …`). */

@@ -9,7 +9,7 @@
  */
 import type { Msg } from '@nats-io/transport-node';
 import { eventJson, type StoredEvent } from '../domain/event.js';
-import type { Receipt } from '../persist/seq-assigner.js';
+import type { Receipt } from '../domain/receipt.js';
 
 /** A committed event as fan-out sees it: what filters need, and its JSON text, serialised once. */
 export interface CommittedEvent {

@@ -14,7 +14,7 @@
 import type { CategoryName } from '../../domain/event.js';
 import type { Category } from '../../gen/runstream/v1/Category.js';
 import type { Event } from '../../gen/runstream/v1/Event.js';
-import { eventJsonParts, jsonValueEnd } from '../event-json-parts.js';
+import { eventJsonParts, jsonValueEnd } from '../core/event-json-parts.js';
 
 const PROTO_CATEGORY: Readonly<Record<CategoryName, Category>> = {
   message: 'MESSAGE',
