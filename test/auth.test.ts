@@ -300,6 +300,13 @@ describe('authentication on (HS256), origins restricted', () => {
     assert.equal(ok.status, 204);
     assert.equal(ok.headers.get('access-control-allow-origin'), APP_ORIGIN);
     assert.match(ok.headers.get('access-control-allow-headers') ?? '', /authorization/);
+    // Every method a route has: History's deletes and the cancel POSTs from a browser page too.
+    assert.deepEqual((ok.headers.get('access-control-allow-methods') ?? '').split(/,\s*/).sort(), [
+      'DELETE',
+      'GET',
+      'OPTIONS',
+      'POST',
+    ]);
     assert.equal((await preflight('https://evil.example.com')).status, 403);
   });
 

@@ -12,7 +12,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 /** How long a browser may cache a preflight answer. */
 export const CORS_MAX_AGE_S = 600;
 export const CORS_ALLOWED_HEADERS = 'authorization, content-type, last-event-id, x-api-key';
-export const CORS_ALLOWED_METHODS = 'GET, POST, OPTIONS';
+export const CORS_ALLOWED_METHODS = 'GET, POST, DELETE, OPTIONS';
 
 /**
  * Parses one allow-list entry: an exact origin (`https://app.example.com`,
