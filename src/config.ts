@@ -4,6 +4,7 @@
  * {@link loadConfig} builds a typed, validated, frozen {@link Config} once and fails
  * fast with every bad field named, so a misconfigured deployment never half-starts.
  */
+import type { AuthConfig } from './auth/jwt.js';
 import { checkHmacSecret, parsePublicKey, readJwksFile, readPublicKeyPem } from './auth/keys.js';
 import { parseOriginEntry } from './auth/origin.js';
 
@@ -64,7 +65,8 @@ export const DEFAULT_JWT_CLOCK_TOLERANCE_MS = 5_000;
 export type Role = 'ingest' | 'persister' | 'fanout';
 export const ALL_ROLES: readonly Role[] = ['ingest', 'persister', 'fanout'];
 
-export interface Config {
+/** Every setting. The JWT settings (`jwt*`) are authentication's own ({@link AuthConfig}). */
+export interface Config extends AuthConfig {
   /** Which pipeline stages this process runs. */
   readonly roles: ReadonlySet<Role>;
   readonly host: string;
@@ -106,17 +108,6 @@ export interface Config {
   readonly grpcSubscribeMaxBufferedBytes: number;
   readonly shutdownGraceMs: number;
   readonly logLevel: string;
-  /** HMAC secret (HS256/384/512). At most one of jwtSecret, jwtPublicKey, jwtJwksFile; none = open broker. */
-  readonly jwtSecret: string | undefined;
-  /** PEM text or the path of a PEM file: an RSA, EC (P-256/384/521) or Ed25519 public key. */
-  readonly jwtPublicKey: string | undefined;
-  /** Path of a JWKS file of public keys, selected by the token's `kid`; re-read when it changes. */
-  readonly jwtJwksFile: string | undefined;
-  /** Accepted `iss` values; empty = not checked. */
-  readonly jwtIssuer: readonly string[];
-  /** Accepted `aud` values (a token needs one of them); empty = not checked. */
-  readonly jwtAudience: readonly string[];
-  readonly jwtClockToleranceMs: number;
   /** Browser origins allowed (exact or `https://*.example.com`); undefined = any origin. */
   readonly allowedOrigins: readonly string[] | undefined;
   /**

@@ -21,15 +21,17 @@ import { type Authenticator, OPEN_AUTHENTICATOR, type Principal } from './princi
 /** Longer than any sane JWT; refusing early keeps junk out of the crypto. */
 export const MAX_TOKEN_LENGTH = 16 * 1024;
 
-/** The settings authentication reads (config.ts has them from RS_JWT_*). */
+/** The settings authentication reads (config.ts reads them from RS_JWT_*). */
 export interface AuthConfig {
-  /** HMAC secret (HS256/384/512). At most one of the three key sources; none: an open broker. */
+  /** HMAC secret (HS256/384/512). At most one of jwtSecret, jwtPublicKey, jwtJwksFile; none = open broker. */
   readonly jwtSecret: string | undefined;
-  /** A PEM public key (RS*, PS*, ES*, EdDSA). */
+  /** PEM text or the path of a PEM file: an RSA, EC (P-256/384/521) or Ed25519 public key. */
   readonly jwtPublicKey: string | undefined;
-  /** A JWKS file. */
+  /** Path of a JWKS file of public keys, selected by the token's `kid`; re-read when it changes. */
   readonly jwtJwksFile: string | undefined;
+  /** Accepted `iss` values; empty = not checked. */
   readonly jwtIssuer: readonly string[];
+  /** Accepted `aud` values (a token needs one of them); empty = not checked. */
   readonly jwtAudience: readonly string[];
   readonly jwtClockToleranceMs: number;
 }

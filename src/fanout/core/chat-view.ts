@@ -29,7 +29,6 @@ import {
   metadataId,
   nameTools,
 } from '../../domain/chat.js';
-import type { StoredEvent } from '../../domain/event.js';
 import type { RunStatusName } from '../../domain/run-lifecycle.js';
 import { ErrorCode, RunstreamError } from '../../errors.js';
 import { anonymousTails, firstOfMessage, toolCallsBefore } from '../../persist/queries.js';
@@ -223,7 +222,7 @@ export class ChatViewSink<F> implements SubscriptionSink {
           userId,
         }),
     );
-    if (first !== undefined) this.#builder.adopt(key, storedInput(first));
+    if (first !== undefined) this.#builder.adopt(key, first);
   }
 
   /** A tool result whose call this view has not seen: the call may be before its horizon. */
@@ -253,8 +252,7 @@ export class ChatViewSink<F> implements SubscriptionSink {
       runId,
       userId,
     });
-    for (const first of tails)
-      this.#builder.adopt(this.#keys.seedAnonymous(first.run_id, first.seq), storedInput(first));
+    for (const first of tails) this.#builder.adopt(this.#keys.seedAnonymous(first.run_id, first.seq), first);
   }
 }
 
@@ -275,18 +273,6 @@ function shared<T>(pool: pg.Pool, key: string, query: () => Promise<T>): Promise
   const p = query().finally(() => byKey.delete(key));
   byKey.set(key, p);
   return p;
-}
-
-function storedInput(e: StoredEvent): ChatInput {
-  return {
-    seq: e.seq,
-    run_id: e.run_id,
-    user_id: e.user_id,
-    event_type: e.event_type,
-    created_at: e.created_at,
-    content_json: e.content_json,
-    metadata_json: e.metadata_json,
-  };
 }
 
 /** The frame text of a change: its seq, its message's first-event fields, what changed. */

@@ -4,17 +4,16 @@
  */
 import { InvalidArgumentError } from '../../errors.js';
 import { intParam } from '../../http/util.js';
-import { refuseUnknownKeys, type SubscribeRequest, subscribeOptions } from '../core/request.js';
+import {
+  refuseUnknownKeys,
+  SUBSCRIBE_FIELDS,
+  type SubscribeRequest,
+  subscribeOptions,
+} from '../core/request.js';
 
 /** The query parameters of `GET /v1/threads/{t}/stream`; any other is refused, named. */
 export const STREAM_PARAMS: ReadonlySet<string> = new Set([
-  'after_seq',
-  'from_offset',
-  'live_only',
-  'run_id',
-  'categories',
-  'event_types',
-  'view',
+  ...SUBSCRIBE_FIELDS.filter((k) => k !== 'thread_id'), // the thread is in the path
   'access_token',
 ]);
 
