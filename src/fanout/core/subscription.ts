@@ -48,6 +48,8 @@ export interface SubscriptionSink {
   sendTogether(send: () => void): void;
   /** Where the subscription starts, its cursor resolved: before any event. Optional. */
   started?(sub: Subscription, cursor: number): void;
+  /** The subscription is over (closed, or after its end, deletion or error). Optional. */
+  detached?(sub: Subscription): void;
   /** The seq a client of this sink resumes after, when it is not the subscription's cursor. */
   resumeCursor?(sub: Subscription): number;
   /** Resolves when the queued bytes fall below the catch-up watermark (or the sink closes). */
@@ -508,6 +510,7 @@ export class Subscription {
     this.#unlisten = undefined;
     this.#unlistenDeletions?.();
     this.#unlistenDeletions = undefined;
+    this.#o.sink.detached?.(this);
   }
 }
 
