@@ -224,7 +224,8 @@ export class Subscription {
   async #endedByCursor(): Promise<boolean> {
     const runId = this.#o.filter.runId;
     if (runId === undefined) return false;
-    const run = await getRun(this.#o.pool, this.threadId, runId);
+    // A user-scoped subscription sees the run only if it is the user's, as History does.
+    const run = await getRun(this.#o.pool, this.threadId, runId, this.#o.filter.userId);
     if (this.#closed) return true;
     if (!run || !hasEnded(run.status) || run.end_seq === null || run.end_seq > this.cursor) return false;
     this.#o.sink.end(this, runId, run.end_seq, run.status);
@@ -354,7 +355,7 @@ export class Subscription {
     this.#repairing = true;
     this.#checkingEnd = (async () => {
       try {
-        const run = await getRun(this.#o.pool, this.threadId, runId);
+        const run = await getRun(this.#o.pool, this.threadId, runId, this.#o.filter.userId);
         if (this.#closed) return;
         if (run && hasEnded(run.status) && run.end_seq === seq) {
           this.#o.sink.end(this, runId, seq, run.status);
