@@ -12,7 +12,7 @@ import { LogPublisher } from './log/publisher.js';
 import type { Logger } from './logger.js';
 import type { Persister } from './persist/persister.js';
 import { type Closers, startBase } from './roles/base.js';
-import { startFanoutRole } from './roles/fanout.js';
+import { type FanoutMemory, startFanoutRole } from './roles/fanout.js';
 import { startIngestRole } from './roles/ingest.js';
 import { startPersisterRole } from './roles/persister.js';
 
@@ -26,6 +26,8 @@ export interface Broker extends AsyncDisposable {
   readonly grpcSubscriber: GrpcSubscribeService | undefined;
   /** Threads this node holds a NATS subscription for on behalf of subscribers (events and deletions). */
   feedCount(): number;
+  /** Fan-out memory: bytes queued to subscribers and held by subscriptions catching up (0 without the role). */
+  fanoutMemory(): FanoutMemory;
   close(): Promise<void>;
 }
 
@@ -87,6 +89,7 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
       persister,
       grpcSubscriber: fanout?.grpcSubscriber,
       feedCount: () => fanout?.feedCount() ?? 0,
+      fanoutMemory: () => fanout?.memory() ?? { queuedBytes: 0, heldBytes: 0 },
       close,
       [Symbol.asyncDispose]: close,
     };
