@@ -7,6 +7,7 @@ import type { Config } from './config.js';
 import { cancelRoute } from './fanout/cancel-route.js';
 import type { GrpcSubscribeService } from './fanout/grpc/subscribe.js';
 import { HttpServer } from './http/server.js';
+import { UnsentResponses } from './http/unsent.js';
 import { RunControl } from './ingest/control.js';
 import { LogPublisher } from './log/publisher.js';
 import type { Logger } from './logger.js';
@@ -61,6 +62,7 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
       upgrades: fanout?.upgrades,
       ready: base.ready,
       allowedOrigins: config.allowedOrigins,
+      unsent: new UnsentResponses(config.httpMaxUnsentBytes, config.httpWriteTimeoutMs),
       log: log.child({ stage: 'http' }),
     });
     await http.start();

@@ -16,6 +16,7 @@ import { readScope } from '../auth/scope.js';
 import { ErrorCode, RunstreamError } from '../errors.js';
 import type { EventsQuery } from '../history/history.js';
 import type { LongPoll } from '../history/http-routes.js';
+import { endJson } from '../http/unsent.js';
 import { sendError } from '../http/util.js';
 import { QueuedSink, type Renderer } from './core/queued-sink.js';
 import type { SubscriptionService } from './core/service.js';
@@ -54,9 +55,7 @@ async function poll(o: LongPollOptions, p: Principal, q: EventsQuery, waitMs: nu
     const cursor = Math.max(sub?.resumeCursor ?? q.afterSeq, lastSeq);
     sub?.close();
     release();
-    res
-      .writeHead(200, { 'content-type': 'application/json; charset=utf-8' })
-      .end(`{"events":[${events.join(',')}],"next_after_seq":${cursor},"has_more":${hasMore}}`);
+    endJson(res, 200, `{"events":[${events.join(',')}],"next_after_seq":${cursor},"has_more":${hasMore}}`);
   };
   const fail = (err: RunstreamError): void => {
     if (answered) return;
