@@ -6,11 +6,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { type Authenticator, bearerFromHttp, type Principal } from '../auth/principal.js';
 import { optionalId, pathId } from '../domain/ids.js';
-import { refuseUnknownKeys } from '../domain/keys.js';
 import { InvalidArgumentError, quote } from '../errors.js';
 import type { Route, RouteParams } from '../http/router.js';
 import { endJson } from '../http/unsent.js';
-import { intParam, sendError, sendJson } from '../http/util.js';
+import { intParam, LIST_PARAMS, listParam, sendError, sendJson, strictQuery } from '../http/util.js';
 import type { EventsPage, EventsQuery, History } from './history.js';
 import {
   categoriesOf,
@@ -38,16 +37,6 @@ export interface HistoryRoutesOptions {
   readonly auth: Authenticator;
   /** Long-poll on the events routes; absent: `wait_ms` is refused. */
   readonly longPoll?: LongPoll | undefined;
-}
-
-/** A list parameter, repeated (`?categories=a&categories=b`) or comma-separated (`?categories=a,b`). */
-function listParam(url: URL, name: string): string[] | undefined {
-  const values = url.searchParams
-    .getAll(name)
-    .flatMap((v) => v.split(','))
-    .map((v) => v.trim())
-    .filter((v) => v !== '');
-  return values.length > 0 ? values : undefined;
 }
 
 interface Paging {
@@ -90,12 +79,7 @@ const PAGING = ['after_seq', 'before_seq', 'limit', 'user_id'];
 
 /** Refuses a query parameter the route does not take, naming it. */
 function strict(url: URL, allowed: readonly string[]): void {
-  refuseUnknownKeys(
-    url.searchParams.keys(),
-    new Set([...allowed, 'access_token']),
-    "this route's query",
-    'query',
-  );
+  strictQuery(url, new Set([...allowed, 'access_token']), "this route's query", LIST_PARAMS);
 }
 
 /** Every History route. */
