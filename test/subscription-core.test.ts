@@ -80,6 +80,35 @@ test('send queue: the node budget cuts off a consumer that queues past it, never
   assert.equal(budget.queued, 0);
 });
 
+test('send queue: a frame shared by many queues counts once against the node budget, while any holds it', () => {
+  const budget = new QueueBudget(1 << 30);
+  const writers = Array.from({ length: 3 }, () => {
+    const held: (() => void)[] = [];
+    return {
+      held,
+      writer: {
+        write: (_f: Buffer, done: () => void) => void held.push(done),
+        size: (f: Buffer) => f.length,
+      },
+    };
+  });
+  const queues = writers.map(
+    (w) => new SendQueue(w.writer, { maxBytes: 1 << 20, budget, onSlow: () => undefined }),
+  );
+  const shared = Buffer.alloc(1000);
+  for (const q of queues) assert.equal(q.send(shared), true);
+  assert.equal(budget.queued, 1000, 'one copy in memory, counted once');
+  assert.equal(queues[0]?.queuedBytes, 1000, 'each queue still counts it against its own limit');
+  // Its own frame counts apart.
+  queues[0]?.send(Buffer.alloc(10));
+  assert.equal(budget.queued, 1010);
+  for (const done of writers[0]?.held.splice(0) ?? []) done();
+  assert.equal(budget.queued, 1000, 'still held by the other two');
+  for (const done of writers[1]?.held.splice(0) ?? []) done();
+  queues[2]?.dispose();
+  assert.equal(budget.queued, 0);
+});
+
 test('send queue: catch-up waits for the low watermark; close wakes the waiters', async () => {
   const w = heldWriter();
   const q = new SendQueue(w.writer, {

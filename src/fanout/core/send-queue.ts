@@ -10,7 +10,8 @@
  *   other frames. A queue holds at most its limit plus one frame.
  * - A frame that comes while the queue holds its limit or more cuts the consumer off as
  *   too slow (the transport tells the client where to resume and closes).
- * - The node's queues together hold about {@link QueueBudget.maxBytes} at most: a frame that
+ * - The node's queues together hold about {@link QueueBudget.maxBytes} at most (a frame
+ *   shared by many queues counting once): a frame that
  *   comes while they hold that or more cuts off its consumer, unless that consumer's queue
  *   is empty (a consumer that keeps up is never the one cut).
  * - A queue that holds frames of which none has been written out for
@@ -30,9 +31,15 @@ export interface FrameWriter<F> {
   cork?(send: () => void): void;
 }
 
-/** Bytes queued on every send queue of the node together, and their limit. */
+/**
+ * Bytes queued on every send queue of the node together, and their limit. A frame that is
+ * one object queued on many queues (a live event's frame shared by its subscribers) is one
+ * copy in memory, and counts once, while any queue holds it.
+ */
 export class QueueBudget {
   #queued = 0;
+  /** Queues holding each shared frame. */
+  readonly #holders = new WeakMap<object, number>();
   constructor(readonly maxBytes: number) {}
   get queued(): number {
     return this.#queued;
@@ -46,6 +53,30 @@ export class QueueBudget {
   }
   release(bytes: number): void {
     this.#queued -= bytes;
+  }
+  /** A queue took `frame`: counted unless it is an object another queue already holds. */
+  hold(frame: unknown, bytes: number): void {
+    if (typeof frame !== 'object' || frame === null) {
+      this.add(bytes);
+      return;
+    }
+    const n = this.#holders.get(frame) ?? 0;
+    this.#holders.set(frame, n + 1);
+    if (n === 0) this.add(bytes);
+  }
+  /** A queue is done with `frame` (written out, or never will be). */
+  drop(frame: unknown, bytes: number): void {
+    if (typeof frame !== 'object' || frame === null) {
+      this.release(bytes);
+      return;
+    }
+    const n = this.#holders.get(frame) ?? 0;
+    if (n > 1) {
+      this.#holders.set(frame, n - 1);
+      return;
+    }
+    this.#holders.delete(frame);
+    this.release(bytes);
   }
 }
 
@@ -136,7 +167,7 @@ export class SendQueue<F> {
 
   #write(frame: F, bytes: number): void {
     this.#queued += bytes;
-    this.#o.budget.add(bytes);
+    this.#o.budget.hold(frame, bytes);
     if (this.#stall === undefined && this.#o.stallMs !== undefined && !this.closed) {
       this.#stall = setTimeout(() => {
         this.#stall = undefined;
@@ -147,7 +178,7 @@ export class SendQueue<F> {
     const release = (): void => {
       if (!this.#pending.delete(release)) return;
       this.#queued -= bytes;
-      this.#o.budget.release(bytes);
+      this.#o.budget.drop(frame, bytes);
       if (this.#pending.size === 0) this.#stopStallTimer();
       else this.#stall?.refresh();
       if (!this.backlogged) this.#wake();
