@@ -11,6 +11,7 @@ import { UnsentResponses } from './http/unsent.js';
 import { RunControl } from './ingest/control.js';
 import { LogPublisher } from './log/publisher.js';
 import type { Logger } from './logger.js';
+import type { Metrics } from './metrics.js';
 import type { Persister } from './persist/persister.js';
 import { type Closers, startBase } from './roles/base.js';
 import { type FanoutMemory, startFanoutRole } from './roles/fanout.js';
@@ -23,6 +24,8 @@ export interface Broker extends AsyncDisposable {
   readonly grpcPort: number;
   readonly httpPort: number;
   readonly persister: Persister | undefined;
+  /** This node's metrics (served at `GET /metrics`). */
+  readonly metrics: Metrics;
   /** gRPC `Subscriber` service (fan-out role), for its open-call count. */
   readonly grpcSubscriber: GrpcSubscribeService | undefined;
   /** Threads this node holds a NATS subscription for on behalf of subscribers (events and deletions). */
@@ -63,6 +66,7 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
       ready: base.ready,
       allowedOrigins: config.allowedOrigins,
       unsent: new UnsentResponses(config.httpMaxUnsentBytes, config.httpWriteTimeoutMs),
+      metrics: base.metrics,
       log: log.child({ stage: 'http' }),
     });
     await http.start();
@@ -89,6 +93,7 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
       grpcPort: base.grpc.port,
       httpPort: http.port,
       persister,
+      metrics: base.metrics,
       grpcSubscriber: fanout?.grpcSubscriber,
       feedCount: () => fanout?.feedCount() ?? 0,
       fanoutMemory: () => fanout?.memory() ?? { queuedBytes: 0, heldBytes: 0 },

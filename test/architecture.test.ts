@@ -12,7 +12,7 @@ const SRC = fileURLToPath(new URL('../../src', import.meta.url));
 /** Bottom first. A module is in the first entry its path (relative to src/) starts with. */
 const LAYERS: readonly (readonly string[])[] = [
   ['gen/'],
-  ['errors.ts', 'logger.ts', 'proto.ts'],
+  ['errors.ts', 'logger.ts', 'proto.ts', 'metrics.ts'],
   ['domain/'],
   ['auth/', 'grpc/'],
   ['http/'],

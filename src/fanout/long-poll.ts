@@ -75,6 +75,7 @@ async function poll(o: LongPollOptions, p: Principal, q: EventsQuery, waitMs: nu
     sendError(res, err);
   };
   const queue = service.queue<string>(
+    'long-poll',
     {
       write: (json, done) => {
         events.push(json);

@@ -14,6 +14,7 @@ import { rejectUpgrade } from '../auth/http.js';
 import { OriginPolicy } from '../auth/origin.js';
 import { ErrorCode, OriginNotAllowedError, RunstreamError, toRunstreamError } from '../errors.js';
 import type { Logger } from '../logger.js';
+import type { Metrics } from '../metrics.js';
 import type { Router } from './router.js';
 import type { UnsentResponses } from './unsent.js';
 import { requestUrl, sendError, sendJson } from './util.js';
@@ -33,6 +34,8 @@ export interface HttpServerOptions {
   readonly allowedOrigins: readonly string[] | undefined;
   /** Answers written and not yet taken by clients (see unsent.ts). */
   readonly unsent: UnsentResponses;
+  /** Served at `GET /metrics`, like the probes outside the unsent-answers bound. */
+  readonly metrics?: Metrics | undefined;
   readonly log: Logger;
 }
 
@@ -103,6 +106,11 @@ export class HttpServer implements AsyncDisposable {
     if (url.pathname === '/readyz') {
       const ready = !this.#closed && (await this.#o.ready().catch(() => false));
       return sendJson(res, ready ? 200 : 503, { status: ready ? 'ready' : 'not ready' });
+    }
+    if (url.pathname === '/metrics' && this.#o.metrics && (req.method === 'GET' || req.method === 'HEAD')) {
+      const { contentType, body } = await this.#o.metrics.scrape();
+      res.writeHead(200, { 'content-type': contentType }).end(req.method === 'HEAD' ? undefined : body);
+      return;
     }
     if (this.#o.unsent.full) {
       throw new RunstreamError(

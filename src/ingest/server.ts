@@ -20,6 +20,7 @@ import type { PublishResponse } from '../gen/runstream/v1/PublishResponse.js';
 import type { GrpcServer } from '../grpc/server.js';
 import type { LogAck, LogPublisher } from '../log/publisher.js';
 import type { Logger } from '../logger.js';
+import { type AckLabel, type Metrics, secondsSince } from '../metrics.js';
 import { loadProto } from '../proto.js';
 import { type ControlFeeds, StreamControls } from './control.js';
 import { type InflightBudget, requestBytes } from './inflight.js';
@@ -50,6 +51,7 @@ export interface IngestServiceOptions {
   readonly log: Logger;
   /** Control messages (cancel) for the runs a PublishStream publishes; none: no controls sent. */
   readonly controls?: ControlFeeds | undefined;
+  readonly metrics?: Metrics | undefined;
 }
 
 /** A request whose events have been handed to the log; `result` settles with its response. */
@@ -72,16 +74,13 @@ export class IngestService {
         const bytes = requestBytes(call.request);
         const { budget } = this.#o;
         if (!budget.tryTake(bytes)) {
-          callback(
-            this.#toStatus(
-              new RunstreamError(
-                ErrorCode.ResourceExhausted,
-                `this node holds ${budget.held} bytes of publish requests in flight, its maximum ` +
-                  `(RS_INGEST_MAX_INFLIGHT_BYTES=${budget.maxBytes}); retry with backoff`,
-              ),
-              'Publish',
-            ),
+          const err = new RunstreamError(
+            ErrorCode.ResourceExhausted,
+            `this node holds ${budget.held} bytes of publish requests in flight, its maximum ` +
+              `(RS_INGEST_MAX_INFLIGHT_BYTES=${budget.maxBytes}); retry with backoff`,
           );
+          this.#count(call.request, err);
+          callback(this.#toStatus(err, 'Publish'));
           return;
         }
         this.#o.auth
@@ -90,8 +89,14 @@ export class IngestService {
           .then((issued) => issued.result)
           .finally(() => budget.release(bytes))
           .then(
-            (response) => callback(null, response),
-            (err: unknown) => callback(this.#toStatus(err, 'Publish')),
+            (response) => {
+              this.#count(call.request, undefined);
+              callback(null, response);
+            },
+            (err: unknown) => {
+              this.#count(call.request, err);
+              callback(this.#toStatus(err, 'Publish'));
+            },
           );
       },
       PublishStream: (call) => this.#publishStream(call),
@@ -118,11 +123,19 @@ export class IngestService {
     onValidated?.(records);
     const pending = ack === 'PERSISTED' ? await this.#o.waiter.prepare(records) : undefined;
     let published: Promise<LogAck[]>;
+    const startMs = performance.now();
     try {
       published = this.#o.publisher.publish(records);
     } catch (err) {
       pending?.dispose();
       throw err;
+    }
+    const publishSeconds = this.#o.metrics?.logPublishSeconds;
+    if (publishSeconds) {
+      published.then(
+        () => publishSeconds.observe(secondsSince(startMs)),
+        () => undefined,
+      );
     }
     const result = (async (): Promise<PublishResponse> => {
       try {
@@ -273,8 +286,10 @@ export class IngestService {
       respondChain = respondChain.then(async () => {
         try {
           const response = await (await issued).result;
+          this.#count(req, undefined);
           if (!failed) await write(response);
         } catch (err) {
+          this.#count(req, err);
           fail(err, `request ${n}: `);
         } finally {
           inflight--;
@@ -296,6 +311,18 @@ export class IngestService {
     call.on('cancelled', over);
   }
 
+  /** One request answered: `err` undefined for acks, else its error's code is the outcome. */
+  #count(req: PublishRequest__Output, err: unknown): void {
+    const m = this.#o.metrics;
+    if (!m) return;
+    const labels = {
+      ack: ackLabel(req.ack),
+      outcome: err === undefined ? 'ok' : toRunstreamError(err).wsCode,
+    };
+    m.ingestRequests.inc(labels);
+    m.ingestEvents.inc(labels, req.events.length);
+  }
+
   #toStatus(err: unknown, method: string): Partial<grpc.StatusObject> {
     const e = toRunstreamError(err);
     if (e.grpcStatus === grpc.status.INTERNAL || e.grpcStatus === grpc.status.UNAVAILABLE) {
@@ -303,6 +330,11 @@ export class IngestService {
     }
     return { code: e.grpcStatus, details: e.message };
   }
+}
+
+function ackLabel(ack: string | number): AckLabel {
+  if (ack === 'PERSISTED') return 'PERSISTED';
+  return ack === 'ACCEPTED' || ack === 'ACK_LEVEL_UNSPECIFIED' ? 'ACCEPTED' : 'invalid';
 }
 
 /**

@@ -25,6 +25,20 @@ export interface CommittedEvent {
 const SEQ_PREFIX = '{"seq":';
 
 /**
+ * Header of an events announcement: when the persister committed its events (epoch ms),
+ * for the persisted-to-delivered latency (the clocks of the two nodes must agree).
+ */
+export const COMMITTED_AT_HEADER = 'Rs-Committed-Ms';
+
+/** The commit time an announcement carries (epoch ms), or undefined. */
+export function committedAtMs(msg: Msg): number | undefined {
+  const v = msg.headers?.get(COMMITTED_AT_HEADER);
+  if (!v) return undefined;
+  const ms = Number(v);
+  return Number.isFinite(ms) ? ms : undefined;
+}
+
+/**
  * Between events in an announcement: the RFC 7464 record separator. The producer's JSON
  * text may hold raw newlines (whitespace between tokens), but never a raw 0x1E: JSON
  * allows no such whitespace, and control characters inside strings must be escaped.

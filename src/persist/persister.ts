@@ -14,15 +14,16 @@
  */
 import { randomBytes } from 'node:crypto';
 import { type ConsumerMessages, DeliverPolicy, type JetStreamClient, type JsMsg } from '@nats-io/jetstream';
-import type { NatsConnection } from '@nats-io/transport-node';
+import { headers, type NatsConnection } from '@nats-io/transport-node';
 import type pg from 'pg';
 import type { LogBounds } from '../domain/cursor.js';
 import type { LogRecord } from '../domain/event.js';
-import { chunkEvents, encodeReceipts } from '../log/announcements.js';
+import { COMMITTED_AT_HEADER, chunkEvents, encodeReceipts } from '../log/announcements.js';
 import { maxBodyBytes } from '../log/connection.js';
 import { decodeLogMessage } from '../log/log-batch.js';
 import type { Subjects } from '../log/subjects.js';
 import type { Logger } from '../logger.js';
+import { type Metrics, secondsSince } from '../metrics.js';
 import { storeBatch } from './batch-assigner.js';
 import { readCheckpoint, saveCheckpoint } from './checkpoint.js';
 import { REJECTED_EVENT_TYPE, rejectionOf } from './poison.js';
@@ -44,6 +45,8 @@ export interface PersisterOptions {
   /** The log's current extent, to check the checkpoint against at start. */
   readonly logBounds: () => Promise<LogBounds>;
   readonly log: Logger;
+  /** Batch sizes and commit latencies. */
+  readonly metrics?: Metrics | undefined;
 }
 
 /** A log message taken from the log: its offset and its events (none if undecodable). */
@@ -208,11 +211,15 @@ export class Persister implements AsyncDisposable {
     for (let n = 0; ; n++) {
       try {
         const groups = byThread(events);
+        const startMs = performance.now();
         const results = await withClient(this.#o.pool, (client) => storeBatch(client, groups));
+        this.#o.metrics?.persistCommitSeconds.observe(secondsSince(startMs));
+        this.#o.metrics?.persistBatchEvents.observe(events.length);
+        const committedAt = String(Date.now());
         for (const [threadId, batch] of groups) {
           const result = results.get(threadId) as ThreadBatchResult;
           this.#count(batch, result);
-          this.#announce(threadId, result);
+          this.#announce(threadId, result, committedAt);
         }
         return true;
       } catch (err) {
@@ -262,12 +269,16 @@ export class Persister implements AsyncDisposable {
     this.duplicateCount += batch.length - rejected - (result.inserted.length - notices);
   }
 
-  #announce(threadId: string, r: ThreadBatchResult): void {
+  #announce(threadId: string, r: ThreadBatchResult, committedAt: string): void {
     const { nc, subjects, log } = this.#o;
     // Keep under the server's max_payload: a big batch goes out in several messages.
     const limit = maxBodyBytes(nc);
     try {
-      for (const chunk of chunkEvents(r.inserted, limit)) nc.publish(subjects.events(threadId), chunk);
+      const h = headers();
+      h.set(COMMITTED_AT_HEADER, committedAt);
+      for (const chunk of chunkEvents(r.inserted, limit)) {
+        nc.publish(subjects.events(threadId), chunk, { headers: h });
+      }
     } catch (err) {
       // Subscribers see the hole at the next event and fill it from Postgres.
       log.warn({ err: (err as Error).message, threadId }, 'could not announce committed events');

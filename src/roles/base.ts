@@ -6,6 +6,7 @@
 import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import pg from 'pg';
+import { countingAuthenticator } from '../auth/counted.js';
 import { createAuthenticator, logAuthMode } from '../auth/jwt.js';
 import type { Authenticator } from '../auth/principal.js';
 import type { Config } from '../config.js';
@@ -18,6 +19,7 @@ import { Resync } from '../log/resync.js';
 import { ensureLogStream } from '../log/streams.js';
 import { Subjects } from '../log/subjects.js';
 import type { Logger } from '../logger.js';
+import { Metrics } from '../metrics.js';
 import { migrate } from '../persist/migrate.js';
 
 /** Functions that undo a start, run in reverse order at shutdown. */
@@ -26,6 +28,9 @@ export type Closers = (() => Promise<void>)[];
 export interface Base {
   readonly config: Config;
   readonly log: Logger;
+  /** This node's metrics, served at `GET /metrics`. */
+  readonly metrics: Metrics;
+  /** Counts its refusals in {@link Metrics.authRefusals}. */
   readonly auth: Authenticator;
   readonly pool: pg.Pool;
   readonly nc: NatsConnection;
@@ -44,8 +49,10 @@ export interface Base {
 
 export async function startBase(config: Config, log: Logger, closers: Closers): Promise<Base> {
   // One authenticator for every transport; a bad key stops start-up before anything connects.
-  const auth = createAuthenticator(config, log.child({ stage: 'auth' }));
-  logAuthMode(auth, config, log);
+  const jwt = createAuthenticator(config, log.child({ stage: 'auth' }));
+  logAuthMode(jwt, config, log);
+  const metrics = new Metrics();
+  const auth = countingAuthenticator(jwt, metrics.authRefusals);
 
   const pool = new pg.Pool({
     connectionString: config.databaseUrl,
@@ -85,6 +92,7 @@ export async function startBase(config: Config, log: Logger, closers: Closers): 
   return {
     config,
     log,
+    metrics,
     auth,
     pool,
     nc,

@@ -20,9 +20,10 @@ import { History } from '../history/history.js';
 import { historyRoutes } from '../history/http-routes.js';
 import type { UpgradeHandler } from '../http/server.js';
 import type { RunControl } from '../ingest/control.js';
-import { type CommittedEvent, decodeEvents } from '../log/announcements.js';
+import { type CommittedEvent, committedAtMs, decodeEvents } from '../log/announcements.js';
 import { type DeletionNotice, decodeDeletion } from '../log/deletion-notices.js';
 import { ThreadFeeds } from '../log/thread-feed.js';
+import { TRANSPORTS } from '../metrics.js';
 import { gatedPool } from '../persist/query-gate.js';
 import type { Base } from './base.js';
 
@@ -48,8 +49,20 @@ export interface Fanout {
 }
 
 export function startFanoutRole(b: Base, control: RunControl): Fanout {
-  const { config, nc, subjects, log } = b;
-  const feeds = new ThreadFeeds<CommittedEvent[]>(nc, (t) => subjects.events(t), decodeEvents, log);
+  const { config, nc, subjects, log, metrics } = b;
+  // Decoded once per announcement on this node, and handed to its subscribers right after.
+  const delivered = metrics.persistedToDeliveredSeconds;
+  const feeds = new ThreadFeeds<CommittedEvent[]>(
+    nc,
+    (t) => subjects.events(t),
+    (msg) => {
+      const events = decodeEvents(msg);
+      const at = committedAtMs(msg);
+      if (at !== undefined) delivered.observe(Math.max(0, Date.now() - at) / 1000);
+      return events;
+    },
+    log,
+  );
   // Deletion notices end the subscriptions on a deleted thread or run (History).
   const deletions = new ThreadFeeds<DeletionNotice>(nc, (t) => subjects.deletions(t), decodeDeletion, log);
   // Subscriber reads queue in-process for a share of the pool, so a resubscribe storm waits
@@ -72,17 +85,34 @@ export function startFanoutRole(b: Base, control: RunControl): Fanout {
     live,
     log: log.child({ stage: 'fanout' }),
   };
+  const admission = new Admission({
+    websocket: config.wsMaxConnections,
+    sse: config.sseMaxStreams,
+    grpc: config.grpcSubscribeMaxCalls,
+    'long-poll': config.longPollMaxWaits,
+  });
   const service = new SubscriptionService({
     resources,
-    admission: new Admission({
-      websocket: config.wsMaxConnections,
-      sse: config.sseMaxStreams,
-      grpc: config.grpcSubscribeMaxCalls,
-      'long-poll': config.longPollMaxWaits,
-    }),
+    admission,
     budget,
     stallMs: config.slowConsumerStallMs,
+    metrics,
   });
+  metrics.gauge('runstream_connections', 'Subscriber connections held, by transport', ['transport'], (g) => {
+    for (const t of TRANSPORTS) g.set({ transport: t }, admission.held(t));
+  });
+  metrics.gauge('runstream_fanout_queued_bytes', 'Bytes queued to subscribers on this node', [], (g) =>
+    g.set(budget.queued),
+  );
+  metrics.gauge(
+    'runstream_fanout_held_bytes',
+    'Bytes of live events held by subscriptions catching up on this node',
+    [],
+    (g) => g.set(held.bytes),
+  );
+  metrics.gauge('runstream_fanout_feeds', 'Threads with a NATS subscription held for subscribers', [], (g) =>
+    g.set(feeds.size + deletions.size),
+  );
 
   const ws = new WsEndpoint({
     service,

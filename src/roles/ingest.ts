@@ -55,5 +55,6 @@ export function startIngestRole(b: Base): void {
     auth: b.auth,
     controls: new ControlFeeds(nc, subjects, log),
     log: log.child({ stage: 'ingest' }),
+    metrics: b.metrics,
   }).register(b.grpc);
 }

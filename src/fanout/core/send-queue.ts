@@ -21,6 +21,8 @@
  *   replay follows the client's reading speed; live frames cannot wait and just queue.
  */
 
+import type { TransportLabel } from '../../metrics.js';
+
 /** How a transport puts frames on its wire. */
 export interface FrameWriter<F> {
   /** Hands a frame to the socket; calls `done` once it has been written out, or the socket is gone. */
@@ -97,6 +99,8 @@ export interface SendQueueOptions {
   readonly onSlow: (queuedBytes: number) => void;
   /** Frames queued and none written out for this long: the consumer is too slow. Unset: never. */
   readonly stallMs?: number | undefined;
+  /** Which transport writes this queue's frames (for the metrics). */
+  readonly transport?: TransportLabel | undefined;
 }
 
 export class SendQueue<F> {
@@ -114,6 +118,10 @@ export class SendQueue<F> {
   constructor(writer: FrameWriter<F>, o: SendQueueOptions) {
     this.#writer = writer;
     this.#o = o;
+  }
+
+  get transport(): TransportLabel | undefined {
+    return this.#o.transport;
   }
 
   /** Takes no more frames: closed, or the consumer was cut off as too slow. */

@@ -11,6 +11,7 @@ import type { Principal } from '../../auth/principal.js';
 import { scopedFilter } from '../../auth/scope.js';
 import { CHAT_EVENT_TYPES } from '../../domain/chat.js';
 import { PermissionDeniedError } from '../../errors.js';
+import type { Metrics } from '../../metrics.js';
 import type { Admission, AdmissionKind } from './admission.js';
 import { ChatViewSink } from './chat-view.js';
 import type { QueuedSink } from './queued-sink.js';
@@ -25,6 +26,8 @@ export interface SubscriptionServiceOptions {
   readonly budget: QueueBudget;
   /** A queue with frames of which none is written out for this long cuts its consumer off. */
   readonly stallMs?: number | undefined;
+  /** Subscriptions and slow-consumer cut-offs by transport. */
+  readonly metrics?: Metrics | undefined;
 }
 
 export interface OpenOptions {
@@ -58,9 +61,26 @@ export class SubscriptionService {
     }
   }
 
-  /** A send queue for a transport's connection, counted against the node's budget. */
-  queue<F>(writer: FrameWriter<F>, maxBytes: number, onSlow: (queuedBytes: number) => void): SendQueue<F> {
-    return new SendQueue(writer, { maxBytes, budget: this.#o.budget, onSlow, stallMs: this.#o.stallMs });
+  /** A send queue for a connection of `transport`, counted against the node's budget. */
+  queue<F>(
+    transport: AdmissionKind,
+    writer: FrameWriter<F>,
+    maxBytes: number,
+    onSlow: (queuedBytes: number) => void,
+  ): SendQueue<F> {
+    const cutoffs = this.#o.metrics?.slowConsumerCutoffs;
+    return new SendQueue(writer, {
+      maxBytes,
+      budget: this.#o.budget,
+      onSlow: cutoffs
+        ? (queued) => {
+            cutoffs.inc({ transport });
+            onSlow(queued);
+          }
+        : onSlow,
+      stallMs: this.#o.stallMs,
+      transport,
+    });
   }
 
   /**
@@ -79,6 +99,9 @@ export class SubscriptionService {
     let filter = scopedFilter(req.filter, principal);
     const view = req.view === 'chat' ? new ChatViewSink(sink, this.#o.resources, req.threadId) : undefined;
     if (view) filter = { ...filter, eventTypes: CHAT_EVENT_TYPES };
+    const gauge = this.#o.metrics?.subscriptions;
+    const transport = sink.queue.transport;
+    if (gauge && transport) gauge.inc({ transport });
     const sub = new Subscription({
       ...this.#o.resources,
       id: o.id ?? `s${++this.#nextId}`,
@@ -86,7 +109,10 @@ export class SubscriptionService {
       start: req.start,
       filter,
       sink: view ?? sink,
-      onClose: (s) => o.onClose?.(s),
+      onClose: (s) => {
+        if (gauge && transport) gauge.dec({ transport });
+        o.onClose?.(s);
+      },
     });
     view?.attach(sub);
     void sub.start();

@@ -127,6 +127,7 @@ class SubscribeCall {
     this.#call = call;
     this.#log = o.log;
     this.queue = o.service.queue<Message>(
+      'grpc',
       { write: (m, done) => call.write(m.msg, () => done()), size: (m) => m.bytes },
       o.maxBufferedBytes,
       () => this.#cutOff(),

@@ -119,6 +119,7 @@ export class SseStream {
     this.#o = o;
     this.#res = o.res;
     this.queue = o.service.queue<string>(
+      'sse',
       {
         write: (text, done) => {
           this.#open();

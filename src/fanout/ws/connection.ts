@@ -88,6 +88,7 @@ export class Connection {
     this.#ws = ws;
     this.#o = o;
     this.#queue = o.service.queue<Frame>(
+      'websocket',
       {
         write: (frame, done) => ws.send(frame, TEXT, () => done()),
         size: (frame) => (typeof frame === 'string' ? Buffer.byteLength(frame) : frame.length),

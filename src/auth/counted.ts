@@ -1,0 +1,38 @@
+/**
+ * An {@link Authenticator} that counts refusals (`runstream_auth_refusals_total`): tokens
+ * refused (missing, invalid, expired) and rights refused (a principal answering no to
+ * `canRead` / `canPublish` / `canCancel`, which every surface asks before acting).
+ */
+import type { Counter } from 'prom-client';
+import { ErrorCode, toRunstreamError } from '../errors.js';
+import type { Authenticator, Principal } from './principal.js';
+
+export function countingAuthenticator(auth: Authenticator, refusals: Counter<'reason'>): Authenticator {
+  if (!auth.enabled) return auth;
+  for (const reason of ['unauthenticated', 'token_expired', 'permission_denied']) refusals.inc({ reason }, 0);
+  const denied = (): false => {
+    refusals.inc({ reason: 'permission_denied' });
+    return false;
+  };
+  return {
+    enabled: true,
+    async authenticate(token) {
+      let p: Principal;
+      try {
+        p = await auth.authenticate(token);
+      } catch (err) {
+        const expired = toRunstreamError(err).code === ErrorCode.TokenExpired;
+        refusals.inc({ reason: expired ? 'token_expired' : 'unauthenticated' });
+        throw err;
+      }
+      return {
+        subject: p.subject,
+        userId: p.userId,
+        expiresAtMs: p.expiresAtMs,
+        canRead: (threadId) => p.canRead(threadId) || denied(),
+        canPublish: (threadId) => p.canPublish(threadId) || denied(),
+        canCancel: (threadId) => p.canCancel(threadId) || denied(),
+      };
+    },
+  };
+}
