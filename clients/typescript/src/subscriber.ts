@@ -1,0 +1,439 @@
+/**
+ * A resuming subscriber over WebSocket `/v1/ws`, for browsers and Node.
+ *
+ * It holds one subscription on its own connection and keeps its cursor: the last seq the
+ * broker delivered *or skipped* (events, chat frames, `live`, the `seq` of error frames and the
+ * `cursors` of slow-consumer and token-expiry frames). When the connection drops, the broker
+ * restarts, or the broker cuts it off (1001, 4001, 4008, 1013, 1006), it reconnects with
+ * exponential backoff and full jitter and resubscribes with `after_seq` = cursor and the same
+ * filters, so nothing is lost, nothing is replayed that a filter had skipped, and no seq is
+ * yielded twice. The resume rules are docs/clients.md; the frames are docs/protocol.md §9.
+ */
+import { type BackoffOptions, backoffDelayMs, sleep } from './backoff.js';
+import { RETRYABLE_SUBSCRIPTION_CODES, RunstreamError } from './errors.js';
+import type { Category, ChatFrame, RunStatus, WireEvent } from './types.js';
+
+/**
+ * What the subscriber needs of a WebSocket: the browser's `WebSocket`, Node 22's global, or the
+ * `ws` package's class (`import WebSocket from 'ws'`) all fit. Handlers take `never` so that any
+ * implementation's own event types are accepted.
+ */
+export interface WebSocketLike {
+  readonly readyState: number;
+  onopen: ((ev: never) => void) | null;
+  onmessage: ((ev: never) => void) | null;
+  onclose: ((ev: never) => void) | null;
+  onerror: ((ev: never) => void) | null;
+  send(data: string): void;
+  close(code?: number, reason?: string): void;
+}
+
+export type WebSocketConstructor = new (url: string) => WebSocketLike;
+
+export interface SubscribeOptions {
+  /** The broker's WebSocket endpoint, e.g. `ws://127.0.0.1:8080/v1/ws`. */
+  url: string;
+  threadId: string;
+  /** Deliver seq > afterSeq. Default 0: the whole thread. */
+  afterSeq?: number;
+  /** Start at the thread's head (no history). Only for the first connection: resumes use the cursor. */
+  liveOnly?: boolean;
+  /** Start at a JetStream offset. Only for the first connection: resumes use the cursor. */
+  fromOffset?: number;
+  /** Only this run; the subscription ends after the run's terminal event. */
+  runId?: string;
+  categories?: readonly Category[];
+  eventTypes?: readonly string[];
+  /** `chat` delivers the live chat view (chat items) instead of events. */
+  view?: 'events' | 'chat';
+  /** A JWT, sent as `?access_token=` (browsers cannot set headers on a WebSocket). */
+  token?: string;
+  /** Called before every connection; return a fresh token. Wins over `token`. */
+  getToken?: () => string | Promise<string>;
+  /** The WebSocket implementation. Default: `globalThis.WebSocket` (browsers, Node ≥ 22). */
+  WebSocket?: WebSocketConstructor;
+  /** Reconnect delays. */
+  backoff?: BackoffOptions;
+  /** Give up after this many reconnects in a row that made no progress. Default: never. */
+  maxReconnectAttempts?: number;
+  /** Aborting closes the subscription. */
+  signal?: AbortSignal;
+  /**
+   * Callback style: every item goes here as it arrives and nothing is buffered for iteration
+   * (iterating such a subscription throws).
+   */
+  onItem?: (item: SubscriptionItem) => void;
+  /** Callback style, events only (other items still go to `onItem`, if given). */
+  onEvent?: (event: WireEvent) => void;
+}
+
+/** What a subscription yields. `end`, `deleted` and an error with `retrying: false` are last. */
+export type SubscriptionItem =
+  | { type: 'event'; event: WireEvent }
+  | { type: 'chat'; frame: ChatFrame }
+  /** Catch-up ended at `seq`: what follows is live. Sent again after each reconnect. */
+  | { type: 'live'; seq: number }
+  /** The run ended at its terminal event `seq` with `status`. The subscription is over. */
+  | { type: 'end'; runId: string; seq: number; status: RunStatus }
+  /** The thread, or the run `runId`, was deleted. The subscription is over. */
+  | { type: 'deleted'; threadId: string; runId?: string }
+  /** An error the broker or the connection reported. `retrying: false` ends the subscription. */
+  | { type: 'error'; error: RunstreamError; retrying: boolean }
+  /** The connection is gone; the next attempt follows in `delayMs`, from `cursor`. */
+  | { type: 'reconnecting'; attempt: number; delayMs: number; cursor: number | undefined; reason: string };
+
+export type SubscriptionState = 'connecting' | 'catching_up' | 'live' | 'reconnecting' | 'closed';
+
+const SUBSCRIPTION_ID = 's1';
+/** Close codes after which reconnecting cannot help. */
+const FATAL_CLOSE_CODES = new Set([1002, 1003, 1007, 1008, 1009, 1010]);
+const CLOSE_TOKEN_EXPIRED = 4001;
+
+type ServerFrame =
+  | { type: 'event'; id: string; event: WireEvent }
+  | ({ type: 'chat'; id: string } & ChatFrame)
+  | { type: 'live'; id: string; seq: number }
+  | { type: 'end'; id: string; run_id: string; seq: number; status: RunStatus }
+  | { type: 'deleted'; id: string; thread_id: string; run_id?: string }
+  | { type: 'unsubscribed'; id: string; seq: number }
+  | {
+      type: 'error';
+      id: string | null;
+      code: string;
+      message: string;
+      seq?: number;
+      cursors?: Record<string, number>;
+    };
+
+/** How one connection ended. */
+interface ConnectionOutcome {
+  final: boolean;
+  reason: string;
+  /** The connection delivered something new: the backoff starts over. */
+  progressed: boolean;
+  /** Reconnect at once (a token refresh), without waiting. */
+  immediate?: boolean;
+}
+
+/** Opens a subscription; iterate it (`for await`) or pass `onItem` / `onEvent`. */
+export function subscribe(opts: SubscribeOptions): Subscription {
+  return new Subscription(opts);
+}
+
+export class Subscription implements AsyncIterable<SubscriptionItem>, AsyncDisposable {
+  readonly threadId: string;
+  readonly #opts: SubscribeOptions;
+  readonly #WebSocket: WebSocketConstructor;
+  readonly #abort = new AbortController();
+  readonly #queue: SubscriptionItem[] = [];
+  #wake: (() => void) | undefined;
+  #cursor: number | undefined;
+  #state: SubscriptionState = 'connecting';
+  #ws: WebSocketLike | undefined;
+  #done = false;
+  #last: SubscriptionItem | undefined;
+  readonly #callbackMode: boolean;
+  /** Resolves when the subscription is over, with its last item (or undefined after close()). */
+  readonly finished: Promise<SubscriptionItem | undefined>;
+
+  constructor(opts: SubscribeOptions) {
+    validate(opts);
+    this.#opts = opts;
+    this.threadId = opts.threadId;
+    const ctor = opts.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
+    if (ctor === undefined) {
+      throw new RunstreamError(
+        'unsupported',
+        'no WebSocket implementation: pass { WebSocket } (e.g. from the ws package) on Node < 22',
+      );
+    }
+    this.#WebSocket = ctor;
+    this.#callbackMode = opts.onItem !== undefined || opts.onEvent !== undefined;
+    if (opts.afterSeq !== undefined) this.#cursor = opts.afterSeq;
+    else if (!opts.liveOnly && opts.fromOffset === undefined) this.#cursor = 0;
+    if (opts.signal) {
+      if (opts.signal.aborted) this.#abort.abort();
+      else opts.signal.addEventListener('abort', () => this.close(), { once: true });
+    }
+    this.finished = this.#run();
+  }
+
+  /** The last seq delivered or skipped; resume after it. `undefined` before a live-only or offset start has one. */
+  get cursor(): number | undefined {
+    return this.#cursor;
+  }
+
+  get state(): SubscriptionState {
+    return this.#state;
+  }
+
+  /** Stops the subscription and closes its connection. Idempotent. */
+  close(): void {
+    if (this.#abort.signal.aborted) return;
+    this.#abort.abort();
+    this.#ws?.close(1000, 'client closed');
+    this.#notify();
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    this.close();
+    await this.finished;
+  }
+
+  [Symbol.asyncIterator](): AsyncIterator<SubscriptionItem> {
+    if (this.#callbackMode) {
+      throw new RunstreamError(
+        'unsupported',
+        'this subscription delivers to onItem/onEvent; it cannot be iterated',
+      );
+    }
+    return {
+      next: async (): Promise<IteratorResult<SubscriptionItem>> => {
+        for (;;) {
+          const item = this.#queue.shift();
+          if (item !== undefined) return { value: item, done: false };
+          if (this.#done || this.#abort.signal.aborted) return { value: undefined, done: true };
+          await new Promise<void>((resolve) => {
+            this.#wake = resolve;
+          });
+        }
+      },
+      return: async (): Promise<IteratorResult<SubscriptionItem>> => {
+        this.close();
+        return { value: undefined, done: true };
+      },
+    };
+  }
+
+  #emit(item: SubscriptionItem): void {
+    this.#last = item;
+    if (this.#callbackMode) {
+      if (item.type === 'event') this.#opts.onEvent?.(item.event);
+      this.#opts.onItem?.(item);
+      return;
+    }
+    this.#queue.push(item);
+    this.#notify();
+  }
+
+  #notify(): void {
+    const wake = this.#wake;
+    this.#wake = undefined;
+    wake?.();
+  }
+
+  async #run(): Promise<SubscriptionItem | undefined> {
+    let attempt = 0;
+    const signal = this.#abort.signal;
+    while (!signal.aborted) {
+      const outcome = await this.#connectOnce().catch(
+        (err: unknown): ConnectionOutcome => ({
+          final: false,
+          progressed: false,
+          reason: err instanceof Error ? err.message : String(err),
+        }),
+      );
+      if (outcome.final || signal.aborted) break;
+      if (outcome.progressed) attempt = 0;
+      const max = this.#opts.maxReconnectAttempts ?? Number.POSITIVE_INFINITY;
+      if (attempt >= max) {
+        this.#emit({
+          type: 'error',
+          error: new RunstreamError(
+            'connection_failed',
+            `gave up after ${attempt} reconnects: ${outcome.reason}`,
+          ),
+          retrying: false,
+        });
+        break;
+      }
+      const delayMs = outcome.immediate ? 0 : backoffDelayMs(attempt, this.#opts.backoff);
+      attempt++;
+      this.#state = 'reconnecting';
+      this.#emit({ type: 'reconnecting', attempt, delayMs, cursor: this.#cursor, reason: outcome.reason });
+      await sleep(delayMs, signal);
+    }
+    this.#state = 'closed';
+    this.#done = true;
+    this.#ws = undefined;
+    this.#notify();
+    return signal.aborted ? undefined : this.#last;
+  }
+
+  #subscribeFrame(): Record<string, unknown> {
+    const o = this.#opts;
+    const frame: Record<string, unknown> = { type: 'subscribe', id: SUBSCRIPTION_ID, thread_id: o.threadId };
+    if (this.#cursor !== undefined) frame.after_seq = this.#cursor;
+    else if (o.fromOffset !== undefined) frame.from_offset = o.fromOffset;
+    else frame.live_only = true;
+    if (o.runId !== undefined) frame.run_id = o.runId;
+    if (o.categories !== undefined) frame.categories = [...o.categories];
+    if (o.eventTypes !== undefined) frame.event_types = [...o.eventTypes];
+    if (o.view !== undefined) frame.view = o.view;
+    return frame;
+  }
+
+  async #connectOnce(): Promise<ConnectionOutcome> {
+    this.#state = 'connecting';
+    const token = this.#opts.getToken ? await this.#opts.getToken() : this.#opts.token;
+    if (this.#abort.signal.aborted) return { final: true, progressed: false, reason: 'closed' };
+    const ws = new this.#WebSocket(withToken(this.#opts.url, token));
+    this.#ws = ws;
+    // Chat frames of one event may share its seq; only what the resume point covers is a repeat.
+    const resumedAfter = this.#cursor ?? -1;
+    let progressed = false;
+    let opened = false;
+    let final: string | undefined;
+    let serverReason: string | undefined;
+    let lastError = '';
+
+    const finish = (reason: string): void => {
+      final = reason;
+      ws.close(1000, 'subscription over');
+    };
+    const advance = (seq: number): void => {
+      if (this.#cursor === undefined || seq > this.#cursor) {
+        this.#cursor = seq;
+        progressed = true;
+      }
+    };
+
+    const onFrame = (f: ServerFrame): void => {
+      if (final !== undefined) return;
+      if (f.type === 'error' && f.id === null) {
+        // slow_consumer / token_expired (then 4008 / 4001), or too many connections (then 1013).
+        const c = f.cursors?.[SUBSCRIPTION_ID];
+        if (c !== undefined) advance(c);
+        serverReason = `${f.code}: ${f.message}`;
+        return;
+      }
+      if (f.id !== SUBSCRIPTION_ID) return;
+      switch (f.type) {
+        case 'event': {
+          if (this.#cursor !== undefined && f.event.seq <= this.#cursor) return;
+          advance(f.event.seq);
+          this.#emit({ type: 'event', event: f.event });
+          return;
+        }
+        case 'chat': {
+          if (f.seq <= resumedAfter) return;
+          const { type: _t, id: _i, ...frame } = f;
+          advance(f.seq);
+          this.#emit({ type: 'chat', frame });
+          return;
+        }
+        case 'live':
+          advance(f.seq);
+          this.#state = 'live';
+          this.#emit({ type: 'live', seq: f.seq });
+          return;
+        case 'end':
+          advance(f.seq);
+          this.#emit({ type: 'end', runId: f.run_id, seq: f.seq, status: f.status });
+          finish('end');
+          return;
+        case 'deleted':
+          this.#emit({
+            type: 'deleted',
+            threadId: f.thread_id,
+            ...(f.run_id === undefined ? {} : { runId: f.run_id }),
+          });
+          finish('deleted');
+          return;
+        case 'error': {
+          if (f.seq !== undefined) advance(f.seq);
+          const retrying = f.seq !== undefined && RETRYABLE_SUBSCRIPTION_CODES.has(f.code);
+          const error = new RunstreamError(f.code, f.message, f.seq === undefined ? {} : { seq: f.seq });
+          this.#emit({ type: 'error', error, retrying });
+          if (retrying) {
+            serverReason = `${f.code}: ${f.message}`;
+            ws.close(1000, 'resubscribing');
+          } else finish('error');
+          return;
+        }
+        default:
+          return;
+      }
+    };
+
+    return new Promise<ConnectionOutcome>((resolve) => {
+      ws.onopen = (() => {
+        opened = true;
+        this.#state = 'catching_up';
+        ws.send(JSON.stringify(this.#subscribeFrame()));
+      }) as () => void;
+      ws.onmessage = ((ev: { data: unknown }) => {
+        if (typeof ev.data !== 'string') return;
+        let frame: ServerFrame;
+        try {
+          frame = JSON.parse(ev.data) as ServerFrame;
+        } catch {
+          return;
+        }
+        onFrame(frame);
+      }) as (ev: { data: unknown }) => void;
+      ws.onerror = ((ev: { message?: unknown; error?: unknown }) => {
+        if (typeof ev.message === 'string') lastError = ev.message;
+        else if (ev.error instanceof Error) lastError = ev.error.message;
+      }) as (ev: { message?: unknown }) => void;
+      ws.onclose = ((ev: { code: number; reason: string }) => {
+        if (this.#ws === ws) this.#ws = undefined;
+        if (final !== undefined || this.#abort.signal.aborted) {
+          resolve({ final: true, progressed, reason: final ?? 'closed' });
+          return;
+        }
+        resolve(this.#classifyClose(ev.code, ev.reason, opened, progressed, serverReason ?? lastError));
+      }) as (ev: { code: number; reason: string }) => void;
+    });
+  }
+
+  #classifyClose(
+    code: number,
+    reason: string,
+    opened: boolean,
+    progressed: boolean,
+    detail: string,
+  ): ConnectionOutcome {
+    const why = `connection closed (${code}${reason ? ` ${reason}` : ''})${detail ? `: ${detail}` : ''}`;
+    const fail = (errCode: string, message: string): ConnectionOutcome => {
+      this.#emit({ type: 'error', error: new RunstreamError(errCode, message), retrying: false });
+      return { final: true, progressed, reason: message };
+    };
+    if (!opened) {
+      // Node's `ws` names the HTTP status of a refused upgrade; a browser cannot see it.
+      const status = /Unexpected server response: (\d+)/.exec(detail)?.[1];
+      if (status === '401' && this.#opts.getToken === undefined) return fail('unauthenticated', why);
+      if (status === '403') return fail('permission_denied', why);
+      if (status === '400' || status === '404')
+        return fail(status === '400' ? 'invalid_argument' : 'not_found', why);
+      return { final: false, progressed, reason: why };
+    }
+    if (code === CLOSE_TOKEN_EXPIRED) {
+      if (this.#opts.getToken === undefined) return fail('token_expired', why);
+      return { final: false, progressed: true, immediate: true, reason: why };
+    }
+    if (FATAL_CLOSE_CODES.has(code)) return fail('invalid_argument', why);
+    return { final: false, progressed, reason: why };
+  }
+}
+
+function withToken(url: string, token: string | undefined): string {
+  if (token === undefined || token === '') return url;
+  return `${url}${url.includes('?') ? '&' : '?'}access_token=${encodeURIComponent(token)}`;
+}
+
+function validate(o: SubscribeOptions): void {
+  const starts = [o.afterSeq !== undefined, o.liveOnly === true, o.fromOffset !== undefined].filter(Boolean);
+  if (starts.length > 1) {
+    throw new RunstreamError('invalid_argument', 'give at most one of afterSeq, liveOnly and fromOffset');
+  }
+  if (o.afterSeq !== undefined && (!Number.isSafeInteger(o.afterSeq) || o.afterSeq < 0)) {
+    throw new RunstreamError('invalid_argument', 'afterSeq: must be a non-negative integer');
+  }
+  if (o.view === 'chat' && (o.categories !== undefined || o.eventTypes !== undefined)) {
+    throw new RunstreamError(
+      'invalid_argument',
+      'categories and eventTypes cannot be combined with view "chat"',
+    );
+  }
+}
