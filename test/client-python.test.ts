@@ -1,0 +1,61 @@
+// The Python client package (clients/python, importable as `runstream`) against the real
+// broker: pytest, from Debian's python3-pytest, runs clients/python/tests with the stack's
+// addresses. Its publisher, resuming subscriber, History client, DeerFlow RunEventStore and
+// LangChain callback are tested there; this test fails with pytest's report when any fails.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { startStack } from './helpers/stack.js';
+
+const PYTHON = '/usr/bin/python3';
+const PACKAGE = fileURLToPath(new URL('../../clients/python/', import.meta.url));
+
+function run(
+  cmd: string,
+  args: string[],
+  env: Record<string, string>,
+): Promise<{ code: number; output: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, {
+      cwd: PACKAGE,
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout.on('data', (d: Buffer) => {
+      output += d.toString();
+    });
+    child.stderr.on('data', (d: Buffer) => {
+      output += d.toString();
+    });
+    child.once('error', reject);
+    child.once('exit', (code) => resolve({ code: code ?? 1, output }));
+  });
+}
+
+test('the Python client package passes its pytest suite against a real broker', async (t) => {
+  const check = await run(PYTHON, ['-c', 'import grpc, google.protobuf, websockets, pytest'], {});
+  assert.equal(check.code, 0, `Debian's Python packages are missing (run make deps):\n${check.output}`);
+
+  await using stack = await startStack();
+  const env = {
+    RUNSTREAM_GRPC: stack.grpcTarget,
+    RUNSTREAM_HTTP: stack.httpUrl,
+    RUNSTREAM_WS: stack.wsUrl,
+    PYTHONPATH: PACKAGE,
+    PYTHONDONTWRITEBYTECODE: '1',
+    no_proxy: '*',
+  };
+  // Importable with PYTHONPATH alone, as the README says.
+  const imported = await run(
+    PYTHON,
+    ['-c', 'import runstream, runstream.deerflow, runstream.langchain'],
+    env,
+  );
+  assert.equal(imported.code, 0, imported.output);
+
+  const result = await run(PYTHON, ['-m', 'pytest', '-q', '-p', 'no:cacheprovider', 'tests'], env);
+  t.diagnostic(result.output.trim().split('\n').at(-1) ?? '');
+  assert.equal(result.code, 0, result.output);
+});
