@@ -4,6 +4,9 @@
 // LangChain callback are tested there; this test fails with pytest's report when any fails.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { cpSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { startStack } from './helpers/stack.js';
@@ -54,6 +57,21 @@ test('the Python client package passes its pytest suite against a real broker', 
     env,
   );
   assert.equal(imported.code, 0, imported.output);
+
+  // `pip install ./clients/python` works offline (a copy, so the build leaves nothing in the tree).
+  const tmp = mkdtempSync(join(tmpdir(), 'rs-pip-'));
+  try {
+    cpSync(PACKAGE, join(tmp, 'src'), { recursive: true, filter: (p) => !p.includes('__pycache__') });
+    const pip = ['-m', 'pip', 'install', '-q', '--no-index', '--no-build-isolation', '--no-deps'];
+    const installed = await run(PYTHON, [...pip, '--target', join(tmp, 'site'), join(tmp, 'src')], {});
+    assert.equal(installed.code, 0, installed.output);
+    const fromSite = await run(PYTHON, ['-c', 'import runstream.deerflow, runstream.v1.runstream_pb2'], {
+      PYTHONPATH: join(tmp, 'site'),
+    });
+    assert.equal(fromSite.code, 0, fromSite.output);
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
 
   const result = await run(PYTHON, ['-m', 'pytest', '-q', '-p', 'no:cacheprovider', 'tests'], env);
   t.diagnostic(result.output.trim().split('\n').at(-1) ?? '');
