@@ -7,8 +7,9 @@
 # system: the Debian/Ubuntu packages the tests use (nats-server, postgresql; for the
 #         Python client python3-grpcio, python3-protobuf, python3-websockets,
 #         python3-pytest, protobuf-compiler, libprotobuf-dev; chromium for the TypeScript
-#         client's browser test, driven by playwright-core, which never downloads a browser). As root they are installed with apt-get (`apt-get update` only
-#         when something is missing); otherwise the missing ones are listed with the
+#         client's browser test, driven by playwright-core, which never downloads a
+#         browser). As root they are installed with apt-get (`apt-get update` only when
+#         something is missing); otherwise the missing ones are listed with the
 #         command to install them, and the script carries on (tests can also use
 #         NATS_URL / DATABASE_URL servers).
 set -euo pipefail
