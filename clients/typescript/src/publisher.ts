@@ -82,6 +82,8 @@ export interface PublisherOptions {
   mode?: 'unary' | 'stream';
   /** Streaming mode: every control message (today: cancels). */
   onControl?: (cancel: CancelControl) => void;
+  /** Called before each retry, with the error that caused it. */
+  onRetry?: (err: RunstreamError, attempt: number, delayMs: number) => void;
   /** Prefix of generated event ids. Default: random per publisher. */
   idPrefix?: string;
   /** gRPC channel options. */
@@ -219,6 +221,8 @@ export class Publisher implements AsyncDisposable {
         (c) => this.#dispatchControl(c),
         opts.retry ?? {},
         this.#abort.signal,
+        opts.onRetry,
+        opts.deadlineMs ?? DEFAULT_DEADLINE_MS,
       );
     }
   }
@@ -288,6 +292,28 @@ export class Publisher implements AsyncDisposable {
     this.#abort.abort();
     await this.#stream?.close();
     this.#client.close();
+  }
+
+  /**
+   * Stops at once: events not yet acknowledged are rejected with `closed`, retries stop, the
+   * channel closes. Events already in the log stay there. Idempotent.
+   */
+  abort(): void {
+    this.#closed = true;
+    if (this.#abort.signal.aborted) return;
+    this.#abort.abort();
+    const closed = new RunstreamError('closed', 'the publisher was aborted');
+    for (const q of this.#threads.values()) {
+      if (q.timer !== undefined) clearTimeout(q.timer);
+      q.timer = undefined;
+      const dropped = q.pending.splice(0);
+      q.bytes = 0;
+      this.#queued -= dropped.length;
+      for (const p of dropped) p.reject(closed);
+    }
+    this.#stream?.abort(closed);
+    this.#client.close();
+    this.#released();
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
@@ -457,19 +483,42 @@ class StreamChannel {
     readonly onControl: (c: CancelControl) => void,
     readonly retry: BackoffOptions & { maxAttempts?: number },
     readonly signal: AbortSignal,
+    readonly onRetry: ((err: RunstreamError, attempt: number, delayMs: number) => void) | undefined,
+    /** A stream whose oldest request waits this long is given up on (cancelled) and replayed. */
+    readonly stallMs: number,
   ) {}
+
+  #stallTimer: ReturnType<typeof setTimeout> | undefined;
 
   send(req: RawRequest): Promise<RawAck[]> {
     return new Promise((resolve, reject) => {
       this.#unanswered.push({ req, resolve, reject });
       if (this.#call) this.#call.write(req);
       else void this.#ensureOpen();
+      this.#watch();
     });
+  }
+
+  /** (Re)arms the stall timer for the oldest unanswered request. */
+  #watch(restart = false): void {
+    if (restart && this.#stallTimer !== undefined) {
+      clearTimeout(this.#stallTimer);
+      this.#stallTimer = undefined;
+    }
+    if (this.#unanswered.length === 0 || this.#stallTimer !== undefined || this.#closed) return;
+    this.#stallTimer = setTimeout(() => {
+      this.#stallTimer = undefined;
+      this.#call?.cancel();
+    }, this.stallMs);
   }
 
   #ensureOpen(): Promise<void> {
     this.#opening ??= (async () => {
       const md = await this.metadata();
+      if (this.#closed) {
+        this.#opening = undefined;
+        return;
+      }
       const call = this.open(md);
       this.#call = call;
       call.on('data', (res: RawResponse) => {
@@ -486,6 +535,7 @@ class StreamChannel {
         }
         this.#attempt = 0;
         this.#unanswered.shift()?.resolve(res.acks);
+        this.#watch(true);
       });
       call.on('error', (err: grpc.ServiceError) => void this.#failed(call, err));
       call.on('end', () => {
@@ -521,12 +571,27 @@ class StreamChannel {
       return;
     }
     if (this.#unanswered.length === 0) return;
-    await sleep(backoffDelayMs(this.#attempt, this.retry), this.signal);
+    const delayMs = backoffDelayMs(this.#attempt, this.retry);
+    this.onRetry?.(toError(err), this.#attempt, delayMs);
+    await sleep(delayMs, this.signal);
+    if (this.signal.aborted) return;
     if (!this.#call) await this.#ensureOpen();
+    this.#watch(true);
+  }
+
+  /** Cancels the call and rejects every unanswered request. */
+  abort(err: Error): void {
+    this.#closed = true;
+    if (this.#stallTimer !== undefined) clearTimeout(this.#stallTimer);
+    const call = this.#call;
+    this.#call = undefined;
+    call?.cancel();
+    for (const r of this.#unanswered.splice(0)) r.reject(err);
   }
 
   async close(): Promise<void> {
     this.#closed = true;
+    if (this.#stallTimer !== undefined) clearTimeout(this.#stallTimer);
     const call = this.#call;
     this.#call = undefined;
     if (!call) return;
