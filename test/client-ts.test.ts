@@ -97,6 +97,18 @@ test('the subscriber resumes across a broker kill -9 and restart: exactly 1..N, 
     deadlineMs: 5_000,
   });
   await pub.publishMany(Array.from({ length: N / 2 }, (_, i) => chunk(thread, i + 1)));
+  // A streaming publisher on another thread goes through the same outage on its PublishStream.
+  const streamThread = randomName('tss-');
+  await using streaming = new Publisher({
+    target: `127.0.0.1:${grpcPort}`,
+    mode: 'stream',
+    ack: 'PERSISTED',
+    lingerMs: 2,
+    maxBatchEvents: 25,
+    retry: { ...FAST, maxAttempts: 10_000 },
+    deadlineMs: 5_000,
+  });
+  await streaming.publishMany(Array.from({ length: N / 2 }, (_, i) => chunk(streamThread, i + 1)));
 
   const sub = subscribe({
     url: `ws://127.0.0.1:${httpPort}/v1/ws`,
@@ -110,10 +122,22 @@ test('the subscriber resumes across a broker kill -9 and restart: exactly 1..N, 
   await broker.kill();
   // Published while the broker is down: the publisher retries, same ids, until it is back.
   const second = pub.publishMany(Array.from({ length: N / 2 }, (_, i) => chunk(thread, N / 2 + i + 1)));
+  const streamed = streaming.publishMany(
+    Array.from({ length: N / 2 }, (_, i) => chunk(streamThread, N / 2 + i + 1)),
+  );
   await waitFor(() => got.items.some((i) => i.type === 'reconnecting'), { ...WAIT, what: 'a reconnect' });
   broker = await spawnBroker(config);
   try {
     await second;
+    const streamAcks = await streamed;
+    assert.deepEqual(
+      streamAcks.map((a) => a.seq),
+      Array.from({ length: N / 2 }, (_, i) => N / 2 + i + 1),
+    );
+    assert.deepEqual(
+      (await threadRows(servers.db, streamThread)).map((r) => r.event_id),
+      Array.from({ length: N }, (_, i) => `e${i + 1}`),
+    );
     await waitFor(() => got.events().length >= N, { ...WAIT, what: 'all events' });
     sub.close();
     await got.done;
