@@ -131,9 +131,13 @@ export class Subscription implements AsyncIterable<SubscriptionItem>, AsyncDispo
   #state: SubscriptionState = 'connecting';
   #ws: WebSocketLike | undefined;
   #done = false;
+  #failed = false;
   #last: SubscriptionItem | undefined;
   readonly #callbackMode: boolean;
-  /** Resolves when the subscription is over, with its last item (or undefined after close()). */
+  /**
+   * Resolves when the subscription is over, with its last item: `end`, `deleted`, an error with
+   * `retrying: false` (also `callback_failed` when a callback threw), or undefined after close().
+   */
   readonly finished: Promise<SubscriptionItem | undefined>;
 
   constructor(opts: SubscribeOptions) {
@@ -169,6 +173,10 @@ export class Subscription implements AsyncIterable<SubscriptionItem>, AsyncDispo
 
   /** Stops the subscription and closes its connection. Idempotent. */
   close(): void {
+    this.#stop();
+  }
+
+  #stop(): void {
     if (this.#abort.signal.aborted) return;
     this.#abort.abort();
     this.#ws?.close(1000, 'client closed');
@@ -206,10 +214,24 @@ export class Subscription implements AsyncIterable<SubscriptionItem>, AsyncDispo
   }
 
   #emit(item: SubscriptionItem): void {
+    if (this.#failed) return;
     this.#last = item;
     if (this.#callbackMode) {
-      if (item.type === 'event') this.#opts.onEvent?.(item.event);
-      this.#opts.onItem?.(item);
+      try {
+        if (item.type === 'event') this.#opts.onEvent?.(item.event);
+        this.#opts.onItem?.(item);
+      } catch (err) {
+        // A throwing callback must not reach the WebSocket's event loop: it ends the subscription.
+        this.#failed = true;
+        this.#last = {
+          type: 'error',
+          error: new RunstreamError('callback_failed', `onItem/onEvent threw: ${(err as Error)?.message ?? err}`, {
+            cause: err,
+          }),
+          retrying: false,
+        };
+        this.#stop();
+      }
       return;
     }
     this.#queue.push(item);
@@ -257,7 +279,7 @@ export class Subscription implements AsyncIterable<SubscriptionItem>, AsyncDispo
     this.#done = true;
     this.#ws = undefined;
     this.#notify();
-    return signal.aborted ? undefined : this.#last;
+    return signal.aborted && !this.#failed ? undefined : this.#last;
   }
 
   #subscribeFrame(): Record<string, unknown> {
