@@ -225,9 +225,13 @@ export class Subscription implements AsyncIterable<SubscriptionItem>, AsyncDispo
         this.#failed = true;
         this.#last = {
           type: 'error',
-          error: new RunstreamError('callback_failed', `onItem/onEvent threw: ${(err as Error)?.message ?? err}`, {
-            cause: err,
-          }),
+          error: new RunstreamError(
+            'callback_failed',
+            `onItem/onEvent threw: ${(err as Error)?.message ?? err}`,
+            {
+              cause: err,
+            },
+          ),
           retrying: false,
         };
         this.#stop();
