@@ -5,11 +5,14 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { cpSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { startStack } from './helpers/stack.js';
+import { freePort } from './helpers/proc.js';
+import { type BrokerProcess, brokerConfig, spawnBroker, startServers } from './helpers/stack.js';
 
 const PYTHON = '/usr/bin/python3';
 const PACKAGE = fileURLToPath(new URL('../../clients/python/', import.meta.url));
@@ -41,11 +44,29 @@ test('the Python client package passes its pytest suite against a real broker', 
   const check = await run(PYTHON, ['-c', 'import grpc, google.protobuf, websockets, pytest'], {});
   assert.equal(check.code, 0, `Debian's Python packages are missing (run make deps):\n${check.output}`);
 
-  await using stack = await startStack();
+  // The broker is a child process on fixed ports, so a test can have it killed and restarted:
+  // POST RUNSTREAM_RESTART_URL kills it with SIGKILL, starts it again and answers once it is up.
+  await using servers = await startServers();
+  const [grpcPort, httpPort] = [await freePort(), await freePort()];
+  const config = brokerConfig(servers, { grpcPort, httpPort });
+  let broker: BrokerProcess = await spawnBroker(config);
+  const restarter = createServer((_req, res) => {
+    void (async () => {
+      await broker.kill();
+      broker = await spawnBroker(config);
+      res.writeHead(200).end('restarted');
+    })().catch((err: unknown) => res.writeHead(500).end(String(err)));
+  });
+  await new Promise<void>((resolve) => restarter.listen(0, '127.0.0.1', resolve));
+  t.after(async () => {
+    await new Promise<void>((resolve) => restarter.close(() => resolve()));
+    await broker.stop();
+  });
   const env = {
-    RUNSTREAM_GRPC: stack.grpcTarget,
-    RUNSTREAM_HTTP: stack.httpUrl,
-    RUNSTREAM_WS: stack.wsUrl,
+    RUNSTREAM_GRPC: `127.0.0.1:${grpcPort}`,
+    RUNSTREAM_HTTP: `http://127.0.0.1:${httpPort}`,
+    RUNSTREAM_WS: `ws://127.0.0.1:${httpPort}/v1/ws`,
+    RUNSTREAM_RESTART_URL: `http://127.0.0.1:${(restarter.address() as AddressInfo).port}/restart`,
     PYTHONPATH: PACKAGE,
     PYTHONDONTWRITEBYTECODE: '1',
     no_proxy: '*',
