@@ -125,3 +125,34 @@ test('a throwing onEvent ends its subscription with callback_failed, not the pro
   assert.throws(() => sub[Symbol.asyncIterator](), /cannot be iterated/);
   await new Promise<void>((resolve) => wss.close(() => resolve()));
 });
+
+test('with pingIntervalMs, a peer that stops answering pings is dropped and the subscription resumes', async () => {
+  // A stand-in peer that never answers pings (a silent partition), and counts connections.
+  const wss = new WebSocketServer({ port: 0, host: '127.0.0.1', autoPong: false });
+  await new Promise<void>((resolve) => wss.once('listening', () => resolve()));
+  const subscribes: unknown[] = [];
+  wss.on('connection', (ws) =>
+    ws.on('message', (data) => {
+      const frame = JSON.parse(data.toString()) as { after_seq: number };
+      subscribes.push(frame.after_seq);
+      ws.send(JSON.stringify({ type: 'event', id: 's1', event: event(frame.after_seq + 1) }));
+    }),
+  );
+  const { port } = wss.address() as { port: number };
+  const sub = subscribe({
+    url: `ws://127.0.0.1:${port}/v1/ws`,
+    threadId: 't',
+    WebSocket,
+    pingIntervalMs: 20,
+    backoff: { initialDelayMs: 1, maxDelayMs: 5 },
+  });
+  const seqs: number[] = [];
+  for await (const item of sub) {
+    if (item.type === 'event') seqs.push(item.event.seq);
+    if (seqs.length === 3) break;
+  }
+  assert.deepEqual(seqs, [1, 2, 3]);
+  assert.deepEqual(subscribes.slice(0, 3), [0, 1, 2]);
+  for (const c of wss.clients) c.terminate();
+  await new Promise<void>((resolve) => wss.close(() => resolve()));
+});

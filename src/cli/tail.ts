@@ -16,6 +16,8 @@ import { ID_PATTERN } from '../domain/ids.js';
 export const DEFAULT_WS_URL = 'ws://127.0.0.1:8080/v1/ws';
 export const RECONNECT_MIN_DELAY_MS = 250;
 export const RECONNECT_MAX_DELAY_MS = 5000;
+/** A client ping goes out this often; no pong by the next one means the peer is gone. */
+export const PING_INTERVAL_MS = 15_000;
 export const SUMMARY_MAX_CHARS = 160;
 
 /** One readable line for an event: `#seq run event_type: summary`. */
@@ -75,6 +77,7 @@ export async function tail(o: TailOptions, signal: AbortSignal): Promise<number>
     afterSeq: o.afterSeq,
     WebSocket,
     signal,
+    pingIntervalMs: PING_INTERVAL_MS,
     backoff: { initialDelayMs: RECONNECT_MIN_DELAY_MS, maxDelayMs: RECONNECT_MAX_DELAY_MS },
   });
   for await (const item of sub) {

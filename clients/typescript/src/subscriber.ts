@@ -54,6 +54,12 @@ export interface SubscribeOptions {
   WebSocket?: WebSocketConstructor;
   /** Reconnect delays. */
   backoff?: BackoffOptions;
+  /**
+   * Node's `ws` only (a browser's WebSocket cannot ping): ping this often, and drop a connection
+   * that has not answered the previous ping, so a silent network partition is noticed and
+   * resumed from. Default: off (the broker's own heartbeat still drops a dead peer on its side).
+   */
+  pingIntervalMs?: number;
   /** Give up after this many reconnects in a row that made no progress. Default: never. */
   maxReconnectAttempts?: number;
   /** Aborting closes the subscription. */
@@ -382,6 +388,7 @@ export class Subscription implements AsyncIterable<SubscriptionItem>, AsyncDispo
       }
     };
 
+    const stopPinging = this.#heartbeat(ws);
     return new Promise<ConnectionOutcome>((resolve) => {
       ws.onopen = (() => {
         opened = true;
@@ -403,6 +410,7 @@ export class Subscription implements AsyncIterable<SubscriptionItem>, AsyncDispo
         else if (ev.error instanceof Error) lastError = ev.error.message;
       }) as (ev: { message?: unknown }) => void;
       ws.onclose = ((ev: { code: number; reason: string }) => {
+        stopPinging();
         if (this.#ws === ws) this.#ws = undefined;
         if (final !== undefined || this.#abort.signal.aborted) {
           resolve({ final: true, progressed, reason: final ?? 'closed' });
@@ -411,6 +419,32 @@ export class Subscription implements AsyncIterable<SubscriptionItem>, AsyncDispo
         resolve(this.#classifyClose(ev.code, ev.reason, opened, progressed, serverReason ?? lastError));
       }) as (ev: { code: number; reason: string }) => void;
     });
+  }
+
+  /** Pings over a `ws`-style socket (`ping()`, `on('pong')`, `terminate()`); a no-op elsewhere. */
+  #heartbeat(ws: WebSocketLike): () => void {
+    const intervalMs = this.#opts.pingIntervalMs;
+    const node = ws as unknown as {
+      ping?: () => void;
+      terminate?: () => void;
+      on?: (event: 'pong', fn: () => void) => void;
+    };
+    if (!intervalMs || typeof node.ping !== 'function' || typeof node.on !== 'function')
+      return () => undefined;
+    let answered = true;
+    node.on('pong', () => {
+      answered = true;
+    });
+    const timer = setInterval(() => {
+      if (ws.readyState !== 1) return;
+      if (!answered) {
+        node.terminate?.();
+        return;
+      }
+      answered = false;
+      node.ping?.();
+    }, intervalMs);
+    return () => clearInterval(timer);
   }
 
   #classifyClose(
