@@ -435,3 +435,75 @@ test('the publisher batches per thread, retries with stable ids, and streams wit
   );
   assert.equal((await threadRows(stack.db, thread)).length, 61);
 });
+
+test('the long-poll transport follows the same cursor rules: exactly the matching events, live, run end', async () => {
+  await using stack = await startStack();
+  const thread = randomName('tsl-');
+  await using pub = new Publisher({ target: stack.grpcTarget, ack: 'PERSISTED' });
+  const cat = (i: number) => (i % 2 === 0 ? 'message' : 'trace') as 'message' | 'trace';
+  const range = (from: number, to: number) =>
+    Array.from({ length: to - from + 1 }, (_, k) =>
+      chunk(thread, from + k, { runId: 'r1', category: cat(from + k), eventType: 'x_event' }),
+    );
+  await pub.publishMany(range(1, 30));
+
+  const sub = subscribe({
+    url: stack.wsUrl,
+    threadId: thread,
+    transport: 'long-poll',
+    categories: ['message'],
+    pollWaitMs: 30_000,
+    backoff: FAST,
+  });
+  const got = collect(sub);
+  await waitFor(() => got.items.some((i) => i.type === 'live'), { ...WAIT, what: 'live' });
+  assert.equal(sub.cursor, 30);
+  // Published while a poll waits: it answers with them.
+  await pub.publishMany(range(31, 60));
+  await waitFor(() => got.events().length >= 30, { ...WAIT, what: 'every message event' });
+  sub.close();
+  await got.done;
+  assert.deepEqual(
+    got.events().map((e) => e.seq),
+    Array.from({ length: 60 }, (_, i) => i + 1).filter((i) => cat(i) === 'message'),
+  );
+
+  // A run subscription over long-poll ends at the run's end, even when the filter skips it.
+  const run = collect(
+    subscribe({
+      url: stack.wsUrl,
+      threadId: thread,
+      runId: 'r1',
+      categories: ['message'],
+      transport: 'long-poll',
+    }),
+  );
+  await waitFor(() => run.items.some((i) => i.type === 'live'), { ...WAIT, what: 'live on the run' });
+  await pub.publish({
+    threadId: thread,
+    runId: 'r1',
+    eventId: 'end1',
+    eventType: 'run_end',
+    category: 'lifecycle',
+    content: { status: 'success' },
+  });
+  await run.done;
+  assert.deepEqual(run.items.at(-1), { type: 'end', runId: 'r1', seq: 61, status: 'success' });
+  assert.equal(run.events().length, 30);
+  // Joining after the end: the run's history, then `end`; from a cursor at the end, `end` at once.
+  const all = collect(subscribe({ url: stack.wsUrl, threadId: thread, runId: 'r1', transport: 'long-poll' }));
+  await all.done;
+  assert.deepEqual(
+    all.events().map((e) => e.seq),
+    Array.from({ length: 61 }, (_, i) => i + 1),
+  );
+  assert.equal(all.items.at(-1)?.type, 'end');
+  const late = collect(
+    subscribe({ url: stack.wsUrl, threadId: thread, runId: 'r1', afterSeq: 61, transport: 'long-poll' }),
+  );
+  await late.done;
+  assert.deepEqual(
+    late.items.map((i) => i.type),
+    ['end'],
+  );
+});

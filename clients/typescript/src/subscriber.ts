@@ -11,6 +11,7 @@
  */
 import { type BackoffOptions, backoffDelayMs, sleep } from './backoff.js';
 import { RETRYABLE_SUBSCRIPTION_CODES, RunstreamError } from './errors.js';
+import { HistoryClient } from './history.js';
 import type { Category, ChatFrame, RunStatus, WireEvent } from './types.js';
 
 /**
@@ -33,6 +34,18 @@ export type WebSocketConstructor = new (url: string) => WebSocketLike;
 export interface SubscribeOptions {
   /** The broker's WebSocket endpoint, e.g. `ws://127.0.0.1:8080/v1/ws`. */
   url: string;
+  /**
+   * `long-poll`: for networks whose proxies break WebSocket and streaming responses, poll the
+   * events route with `wait_ms` (docs/protocol.md §14) under the same cursor rules. No chat
+   * view and no `fromOffset`; a thread's deletion is not seen (a run's is).
+   */
+  transport?: 'websocket' | 'long-poll';
+  /** Long-poll: the HTTP base. Default: `url` with ws→http and the path dropped. */
+  httpUrl?: string;
+  /** Long-poll: how long one poll may wait, ≤ 60 000. */
+  pollWaitMs?: number;
+  /** Long-poll: the fetch implementation. Default: `globalThis.fetch`. */
+  fetch?: typeof fetch;
   threadId: string;
   /** Deliver seq > afterSeq. Default 0: the whole thread. */
   afterSeq?: number;
@@ -91,6 +104,10 @@ export type SubscriptionItem =
 export type SubscriptionState = 'connecting' | 'catching_up' | 'live' | 'reconnecting' | 'closed';
 
 const SUBSCRIPTION_ID = 's1';
+export const DEFAULT_POLL_WAIT_MS = 25_000;
+const POLL_PAGE_LIMIT = 500;
+/** History answers these for a request a retry cannot fix. */
+const FATAL_HTTP_STATUSES = new Set([400, 403, 404, 405, 410, 416]);
 /** Close codes after which reconnecting cannot help. */
 const FATAL_CLOSE_CODES = new Set([1002, 1003, 1007, 1008, 1009, 1010]);
 const CLOSE_TOKEN_EXPIRED = 4001;
@@ -151,13 +168,13 @@ export class Subscription implements AsyncIterable<SubscriptionItem>, AsyncDispo
     this.#opts = opts;
     this.threadId = opts.threadId;
     const ctor = opts.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
-    if (ctor === undefined) {
+    if (ctor === undefined && opts.transport !== 'long-poll') {
       throw new RunstreamError(
         'unsupported',
         'no WebSocket implementation: pass { WebSocket } (e.g. from the ws package) on Node < 22',
       );
     }
-    this.#WebSocket = ctor;
+    this.#WebSocket = ctor as WebSocketConstructor;
     this.#callbackMode = opts.onItem !== undefined || opts.onEvent !== undefined;
     if (opts.afterSeq !== undefined) this.#cursor = opts.afterSeq;
     else if (!opts.liveOnly && opts.fromOffset === undefined) this.#cursor = 0;
@@ -255,6 +272,16 @@ export class Subscription implements AsyncIterable<SubscriptionItem>, AsyncDispo
   }
 
   async #run(): Promise<SubscriptionItem | undefined> {
+    if (this.#opts.transport === 'long-poll') await this.#pollLoop();
+    else await this.#socketLoop();
+    this.#state = 'closed';
+    this.#done = true;
+    this.#ws = undefined;
+    this.#notify();
+    return this.#abort.signal.aborted && !this.#failed ? undefined : this.#last;
+  }
+
+  async #socketLoop(): Promise<void> {
     let attempt = 0;
     const signal = this.#abort.signal;
     while (!signal.aborted) {
@@ -285,11 +312,119 @@ export class Subscription implements AsyncIterable<SubscriptionItem>, AsyncDispo
       this.#emit({ type: 'reconnecting', attempt, delayMs, cursor: this.#cursor, reason: outcome.reason });
       await sleep(delayMs, signal);
     }
-    this.#state = 'closed';
-    this.#done = true;
-    this.#ws = undefined;
-    this.#notify();
-    return signal.aborted && !this.#failed ? undefined : this.#last;
+  }
+
+  /**
+   * The long-poll transport: History's events route with `wait_ms`, from the cursor. The page's
+   * `next_after_seq` is the cursor (it covers what the filters skipped). The first page that
+   * has no more behind it is `live`. A run subscription asks the run's record after each page:
+   * its `end_seq` at or below the cursor is the `end`; a run that had events and is gone was deleted.
+   */
+  async #pollLoop(): Promise<void> {
+    const o = this.#opts;
+    const signal = this.#abort.signal;
+    const history = new HistoryClient({
+      url: o.httpUrl ?? httpBase(o.url),
+      ...(o.token === undefined ? {} : { token: o.token }),
+      ...(o.getToken === undefined ? {} : { getToken: o.getToken }),
+      ...(o.fetch === undefined ? {} : { fetch: o.fetch }),
+    });
+    const filters = {
+      ...(o.runId === undefined ? {} : { runId: o.runId }),
+      ...(o.categories === undefined ? {} : { categories: o.categories }),
+      ...(o.eventTypes === undefined ? {} : { eventTypes: o.eventTypes }),
+    };
+    let attempt = 0;
+    let live = false;
+    let runSeen = false;
+    let startChecked = false;
+    this.#state = 'catching_up';
+    while (!signal.aborted) {
+      try {
+        if (this.#cursor === undefined) {
+          // live_only: start at the thread's head.
+          const head = await history.listEvents(o.threadId, {
+            beforeSeq: Number.MAX_SAFE_INTEGER,
+            limit: 1,
+            signal,
+          });
+          this.#cursor = head.events[0]?.seq ?? 0;
+        }
+        const before = this.#cursor;
+        if (o.runId !== undefined && !startChecked) {
+          // A run that ended at or before the start point gets `end` at once, as on WebSocket.
+          const ended = await this.#runEnded(history, o.runId, runSeen);
+          if (ended === 'deleted' || ended === 'ended') return;
+          runSeen ||= ended === 'seen';
+          startChecked = true;
+        }
+        const page = await history.listEvents(o.threadId, {
+          ...filters,
+          afterSeq: this.#cursor,
+          limit: POLL_PAGE_LIMIT,
+          signal,
+          ...(live ? { waitMs: o.pollWaitMs ?? DEFAULT_POLL_WAIT_MS } : {}),
+        });
+        attempt = 0;
+        for (const e of page.events) {
+          if (e.seq <= this.#cursor) continue;
+          this.#cursor = e.seq;
+          this.#emit({ type: 'event', event: e });
+        }
+        this.#cursor = Math.max(this.#cursor, page.next_after_seq ?? this.#cursor);
+        if (o.runId !== undefined && this.#cursor > before) {
+          const ended = await this.#runEnded(history, o.runId, runSeen);
+          if (ended === 'deleted' || ended === 'ended') return;
+          runSeen ||= ended === 'seen';
+        }
+        if (!live && !page.has_more) {
+          live = true;
+          this.#state = 'live';
+          this.#emit({ type: 'live', seq: this.#cursor });
+        }
+      } catch (err) {
+        if (signal.aborted) return;
+        const e = err instanceof RunstreamError ? err : new RunstreamError('connection_failed', String(err));
+        const unauthenticated = e.status === 401 && o.getToken === undefined;
+        if ((e.status !== undefined && FATAL_HTTP_STATUSES.has(e.status)) || unauthenticated) {
+          this.#emit({ type: 'error', error: e, retrying: false });
+          return;
+        }
+        const max = o.maxReconnectAttempts ?? Number.POSITIVE_INFINITY;
+        if (attempt >= max) {
+          this.#emit({ type: 'error', error: e, retrying: false });
+          return;
+        }
+        const delayMs = backoffDelayMs(attempt, o.backoff);
+        attempt++;
+        live = false;
+        this.#state = 'reconnecting';
+        this.#emit({ type: 'reconnecting', attempt, delayMs, cursor: this.#cursor, reason: e.message });
+        await sleep(delayMs, signal);
+      }
+    }
+  }
+
+  /** Long-poll run subscriptions: emits `end` or `deleted` when the run has ended at or before the cursor. */
+  async #runEnded(
+    history: HistoryClient,
+    runId: string,
+    seen: boolean,
+  ): Promise<'ended' | 'deleted' | 'seen' | 'unknown'> {
+    try {
+      const run = await history.getRun(this.threadId, runId);
+      if (run.end_seq !== null && this.#cursor !== undefined && run.end_seq <= this.#cursor) {
+        this.#cursor = Math.max(this.#cursor, run.end_seq);
+        this.#emit({ type: 'end', runId, seq: run.end_seq, status: run.status });
+        return 'ended';
+      }
+      return 'seen';
+    } catch (err) {
+      if (!(err instanceof RunstreamError) || err.status !== 404) throw err;
+      if (!seen) return 'unknown';
+      this.#emit({ type: 'deleted', threadId: this.threadId, runId });
+      return 'deleted';
+    }
   }
 
   #subscribeFrame(): Record<string, unknown> {
@@ -477,6 +612,13 @@ export class Subscription implements AsyncIterable<SubscriptionItem>, AsyncDispo
   }
 }
 
+/** `ws://host:8080/v1/ws` → `http://host:8080`. */
+function httpBase(wsUrl: string): string {
+  const u = new URL(wsUrl);
+  u.protocol = u.protocol === 'wss:' ? 'https:' : 'http:';
+  return `${u.protocol}//${u.host}`;
+}
+
 function withToken(url: string, token: string | undefined): string {
   if (token === undefined || token === '') return url;
   return `${url}${url.includes('?') ? '&' : '?'}access_token=${encodeURIComponent(token)}`;
@@ -489,6 +631,12 @@ function validate(o: SubscribeOptions): void {
   }
   if (o.afterSeq !== undefined && (!Number.isSafeInteger(o.afterSeq) || o.afterSeq < 0)) {
     throw new RunstreamError('invalid_argument', 'afterSeq: must be a non-negative integer');
+  }
+  if (o.transport === 'long-poll' && (o.view === 'chat' || o.fromOffset !== undefined)) {
+    throw new RunstreamError(
+      'invalid_argument',
+      'the long-poll transport has no chat view and no fromOffset',
+    );
   }
   if (o.view === 'chat' && (o.categories !== undefined || o.eventTypes !== undefined)) {
     throw new RunstreamError(
