@@ -7,6 +7,7 @@ import { HistoryClient, subscribe } from '@runstream/client';
 import WebSocket from 'ws';
 import { runDemo, type ScriptEvent, type ScriptRun } from '../src/cli/demo-agent.js';
 import { randomName, startStack, threadRows } from './helpers/stack.js';
+import { waitFor } from './helpers/wait.js';
 
 function script(tokens: number): ScriptRun {
   const chunk = (i: number): ScriptEvent => ({
@@ -33,7 +34,14 @@ test('a demo run is stored whole and in order; a cancel request ends the next on
   const base = { target: stack.grpcTarget, threadId: thread, intervalMs: 0, log: (l: string) => log.push(l) };
 
   await runDemo({ ...base, runs: 1, script: [script(5)] }, new AbortController().signal);
-  const rows = await threadRows(stack.db, thread);
+  // Acknowledged at ACCEPTED: wait for the persister to have stored the run.
+  const rows = await waitFor(
+    async () => {
+      const r = await threadRows(stack.db, thread);
+      return r.length === 7 ? r : undefined;
+    },
+    { timeoutMs: 60_000, what: 'the first run stored' },
+  );
   assert.deepEqual(
     rows.map((r) => r.seq),
     [1, 2, 3, 4, 5, 6, 7],
@@ -58,7 +66,12 @@ test('a demo run is stored whole and in order; a cancel request ends the next on
   assert.ok(second);
   await history.cancelRun(thread, second, 'stop the demo');
   await demo;
-  assert.equal((await history.getRun(thread, second)).status, 'cancelled');
+  // The demo publishes at ACCEPTED: its run_end is in the log, and soon in Postgres.
+  const runId2 = second;
+  await waitFor(async () => (await history.getRun(thread, runId2)).status === 'cancelled', {
+    timeoutMs: 60_000,
+    what: 'the run cancelled',
+  });
   assert.ok(log.some((l) => l.includes('cancel requested (stop the demo)')));
   assert.ok(log.some((l) => l.includes(`run ${second} (test) on ${thread}: cancelled`)));
 });

@@ -238,7 +238,12 @@ export class Publisher implements AsyncDisposable {
    */
   publish(e: PublishEvent): Promise<EventAck> {
     if (this.#closed) return Promise.reject(new RunstreamError('closed', 'the publisher is closed'));
-    const event = this.#toRaw(e);
+    let event: RawEvent;
+    try {
+      event = this.#toRaw(e);
+    } catch (err) {
+      return Promise.reject(err);
+    }
     const bytes = event.content_json.length + event.metadata_json.length;
     return new Promise<EventAck>((resolve, reject) => {
       let q = this.#threads.get(event.thread_id);
