@@ -86,8 +86,10 @@ test('in headless Chromium, the browser build resumes across a broker kill -9 an
   const browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_FLAGS, headless: true });
   const thread = randomName('tsb-');
   const N = 200;
+  // PERSISTED: the page's History count below reads Postgres.
   await using pub = new Publisher({
     target: `127.0.0.1:${grpcPort}`,
+    ack: 'PERSISTED',
     retry: { initialDelayMs: 20, maxDelayMs: 300, maxAttempts: 10_000 },
     deadlineMs: 5_000,
   });
