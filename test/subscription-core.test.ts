@@ -285,6 +285,41 @@ test('long-poll: answers with the first events past the cursor as they come, or 
   assert.equal(l.body.next_after_seq, 6);
 });
 
+test('long-poll of a run that ends: its events, then the end and its status; a poll past the end answers at once', async () => {
+  const t = randomName('lpe-');
+  type Page = {
+    events: { seq: number }[];
+    next_after_seq: number;
+    end?: { run_id: string; seq: number; status: string };
+  };
+  await stack.client.publish([ev(t, 'r', 1)], 'PERSISTED');
+  const waiting = http<Page>(`${stack.httpUrl}/v1/threads/${t}/runs/r/events?after_seq=1&wait_ms=30000`);
+  await new Promise((r) => setTimeout(r, 300));
+  await stack.client.publish(
+    [ev(t, 'r', 2), ev(t, 'r', 3, { type: 'end', category: 'LIFECYCLE', content: { status: 'failed' } })],
+    'PERSISTED',
+  );
+  const got = await waiting;
+  assert.deepEqual(
+    got.body.events.map((e) => e.seq),
+    [2, 3],
+  );
+  assert.deepEqual(got.body.end, { run_id: 'r', seq: 3, status: 'error' });
+  // Polling on after the end: the same end, at once (a run's end is its answer, not a wait).
+  const again = await http<Page>(
+    `${stack.httpUrl}/v1/threads/${t}/runs/r/events?after_seq=${got.body.next_after_seq}&wait_ms=30000`,
+  );
+  assert.deepEqual(again.body, {
+    events: [],
+    next_after_seq: 3,
+    has_more: false,
+    end: { run_id: 'r', seq: 3, status: 'error' },
+  });
+  // A thread's poll has no end: it waits.
+  const thread = await http<Page>(`${stack.httpUrl}/v1/threads/${t}/events?after_seq=3&wait_ms=100`);
+  assert.equal(thread.body.end, undefined);
+});
+
 test('long-poll: wait_ms is checked, named; past RS_LONG_POLL_MAX_WAITS waiting requests a new one is refused', async () => {
   const t = randomName('lpx-');
   await stack.client.publish([ev(t, 'r', 1)], 'PERSISTED');

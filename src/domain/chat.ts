@@ -63,8 +63,8 @@ export interface ChatMessage {
   last_seq: number;
   event_count: number;
   readonly created_at: string;
-  /** metadata of the first event, as JSON text. */
-  readonly metadata_json: string;
+  /** metadata of the first event, as JSON text (a live view forgets it once sent: ''). */
+  metadata_json: string;
 }
 
 /** What the projection needs of an event. */
@@ -188,6 +188,11 @@ export function isNamedAssistantKey(key: string): boolean {
   return key.startsWith('a:');
 }
 
+/** The seq an anonymous message's key says it began at; undefined for other keys. */
+export function anonymousFirstSeq(key: string): number | undefined {
+  return key.startsWith('anon:') ? Number(key.slice(key.lastIndexOf(':') + 1)) : undefined;
+}
+
 function anonKey(runId: string, firstSeq: number): string {
   return `anon:${runId}:${firstSeq}`;
 }
@@ -270,7 +275,8 @@ export class ChatBuilder {
     };
     if (kind === 'result') {
       m.tool_call_id = callId ?? '';
-      m.name = str(c?.name) ?? this.#calls.get(callKey(e.run_id, m.tool_call_id))?.name ?? '';
+      const call = m.tool_call_id ? this.#calls.get(callKey(e.run_id, m.tool_call_id)) : undefined;
+      m.name = str(c?.name) ?? call?.name ?? '';
       m.is_error = c?.is_error === true || c?.status === 'error';
     }
     return m;
@@ -293,7 +299,11 @@ export class ChatBuilder {
       case 'call': {
         const calls = toolCallsOf(content, e.seq);
         if (this.#keep) m.tool_calls.push(...calls);
-        for (const call of calls) this.#calls.set(callKey(e.run_id, call.id), call);
+        for (const call of calls) {
+          // A live view needs a call's name, not its arguments.
+          if (call.id)
+            this.#calls.set(callKey(e.run_id, call.id), this.#keep ? call : { ...call, arguments: '' });
+        }
         return { message: m, created, toolCalls: calls };
       }
       case 'whole': {
@@ -332,7 +342,8 @@ export function nameTools(messages: readonly ChatMessage[], calls: readonly Stor
   for (const m of messages) {
     for (const c of latestFirst) {
       if (c.run_id !== m.run_id || c.seq >= m.first_seq) continue;
-      const call = toolCallsOf(parse(c.content_json), c.seq).find((t) => t.id === m.tool_call_id);
+      // The last with that id in its event, as the builder keeps it.
+      const call = toolCallsOf(parse(c.content_json), c.seq).findLast((t) => t.id === m.tool_call_id);
       if (call) {
         m.name = call.name;
         break;
@@ -343,8 +354,7 @@ export function nameTools(messages: readonly ChatMessage[], calls: readonly Stor
 
 /** An anonymous message's id is `seq-<the seq its key names>`; any other `seq-<this event's seq>`. */
 function firstSeqOf(key: string, seq: number): number {
-  if (!key.startsWith('anon:')) return seq;
-  return Number(key.slice(key.lastIndexOf(':') + 1));
+  return anonymousFirstSeq(key) ?? seq;
 }
 
 /** Builds messages from events in ascending seq order, grouped by the keys given. */

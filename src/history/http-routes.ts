@@ -9,6 +9,7 @@ import { optionalId, pathId } from '../domain/ids.js';
 import { refuseUnknownKeys } from '../domain/keys.js';
 import { InvalidArgumentError, quote } from '../errors.js';
 import type { Route, RouteParams } from '../http/router.js';
+import { endJson } from '../http/unsent.js';
 import { intParam, sendError, sendJson } from '../http/util.js';
 import type { EventsPage, EventsQuery, History } from './history.js';
 import {
@@ -37,10 +38,6 @@ export interface HistoryRoutesOptions {
   readonly auth: Authenticator;
   /** Long-poll on the events routes; absent: `wait_ms` is refused. */
   readonly longPoll?: LongPoll | undefined;
-}
-
-function sendText(res: ServerResponse, status: number, json: string): void {
-  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8' }).end(json);
 }
 
 /** A list parameter, repeated (`?categories=a&categories=b`) or comma-separated (`?categories=a,b`). */
@@ -157,7 +154,7 @@ export function historyRoutes(o: HistoryRoutesOptions): Route[] {
       }
       return o.longPoll(p, q, waitMs, res);
     }
-    sendText(res, 200, pageJson(await h.listEvents(p, q)));
+    endJson(res, 200, pageJson(await h.listEvents(p, q)));
   };
 
   const messages = async (
@@ -170,14 +167,14 @@ export function historyRoutes(o: HistoryRoutesOptions): Route[] {
     const pg = paging(url);
     if (viewOf(url) === 'chat') {
       const page = await h.chat(p, { threadId, runId, ...pg });
-      sendText(
+      endJson(
         res,
         200,
         `{"messages":[${page.messages.map(chatMessageJson).join(',')}],${cursorJson(page)},"has_more":${page.hasMore}}`,
       );
       return;
     }
-    sendText(
+    endJson(
       res,
       200,
       pageJson(await h.listEvents(p, { threadId, runId, categories: new Set(['message'] as const), ...pg })),
@@ -227,7 +224,7 @@ export function historyRoutes(o: HistoryRoutesOptions): Route[] {
         limit: pg.limit,
         userId: pg.userId,
       });
-      sendText(
+      endJson(
         res,
         200,
         `{"runs":[${page.runs.map(runJson).join(',')}],"next_before_seq":${page.nextBeforeSeq ?? null},"has_more":${page.hasMore}}`,
@@ -240,7 +237,7 @@ export function historyRoutes(o: HistoryRoutesOptions): Route[] {
         ids.runId as string,
         optionalId(url.searchParams.get('user_id'), 'user_id'),
       );
-      sendText(res, 200, runJson(run));
+      endJson(res, 200, runJson(run));
     }),
     route('DELETE', THREAD, ['user_id'], async (p, ids, url, res) => {
       const r = await h.deleteThread(p, ids.threadId, optionalId(url.searchParams.get('user_id'), 'user_id'));

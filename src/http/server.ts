@@ -15,6 +15,7 @@ import { OriginPolicy } from '../auth/origin.js';
 import { ErrorCode, OriginNotAllowedError, RunstreamError, toRunstreamError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { Router } from './router.js';
+import type { UnsentResponses } from './unsent.js';
 import { requestUrl, sendError, sendJson } from './util.js';
 
 /** Takes over a WebSocket upgrade request: answer it on the socket, or hand it to `ws`. */
@@ -30,6 +31,8 @@ export interface HttpServerOptions {
   readonly ready: () => Promise<boolean>;
   /** Browser origins allowed (RS_ALLOWED_ORIGINS); undefined = any. */
   readonly allowedOrigins: readonly string[] | undefined;
+  /** Answers written and not yet taken by clients (see unsent.ts). */
+  readonly unsent: UnsentResponses;
   readonly log: Logger;
 }
 
@@ -43,6 +46,7 @@ export class HttpServer implements AsyncDisposable {
     this.#o = o;
     this.#origins = new OriginPolicy(o.allowedOrigins);
     this.#server = createServer((req, res) => {
+      o.unsent.track(res);
       this.#route(req, res).catch((err: unknown) => {
         const e = toRunstreamError(err);
         if (e.httpStatus >= 500) o.log.error({ err, url: req.url?.slice(0, 200) }, 'http handler failed');
@@ -99,6 +103,12 @@ export class HttpServer implements AsyncDisposable {
     if (url.pathname === '/readyz') {
       const ready = !this.#closed && (await this.#o.ready().catch(() => false));
       return sendJson(res, ready ? 200 : 503, { status: ready ? 'ready' : 'not ready' });
+    }
+    if (this.#o.unsent.full) {
+      throw new RunstreamError(
+        ErrorCode.ResourceExhausted,
+        `answers not yet read by their clients hold ${this.#o.unsent.bytes} bytes on this node; retry later`,
+      );
     }
     // Browsers only: refuse other origins, and let allowed ones read the answers (CORS).
     if (!this.#origins.allows(req.headers.origin)) {

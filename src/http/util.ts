@@ -1,6 +1,7 @@
 /** Small helpers shared by every HTTP route. */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { InvalidArgumentError, toRunstreamError } from '../errors.js';
+import { endJson } from './unsent.js';
 
 /** A route on the HTTP port. The first route whose method and pattern match handles the request. */
 export interface HttpRoute {
@@ -16,7 +17,7 @@ export interface HttpRoute {
 }
 
 export function sendJson(res: ServerResponse, status: number, body: unknown): void {
-  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8' }).end(JSON.stringify(body));
+  endJson(res, status, JSON.stringify(body));
 }
 
 /** Reports any error with its HTTP status and `{"error":{"code","message"}}`. */
