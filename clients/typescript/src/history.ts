@@ -40,6 +40,8 @@ export interface EventsPage {
   /** Descending pages: the next `beforeSeq`. */
   next_before_seq?: number;
   has_more: boolean;
+  /** A run's long-poll (`runId` and `waitMs`), once the run has ended by the cursor: its end. */
+  end?: { run_id: string; seq: number; status: RunStatus };
 }
 
 export interface ChatPage {

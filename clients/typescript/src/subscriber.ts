@@ -372,6 +372,12 @@ export class Subscription implements AsyncIterable<SubscriptionItem>, AsyncDispo
           this.#emit({ type: 'event', event: e });
         }
         this.#cursor = Math.max(this.#cursor, page.next_after_seq ?? this.#cursor);
+        if (page.end !== undefined) {
+          // The broker's own word that the run ended by the cursor (a run's long-poll says so).
+          this.#cursor = Math.max(this.#cursor, page.end.seq);
+          this.#emit({ type: 'end', runId: page.end.run_id, seq: page.end.seq, status: page.end.status });
+          return;
+        }
         if (o.runId !== undefined && this.#cursor > before) {
           const ended = await this.#runEnded(history, o.runId, runSeen);
           if (ended === 'deleted' || ended === 'ended') return;

@@ -54,13 +54,17 @@ export interface ChatMessage {
   last_seq: number;
   event_count: number;
   created_at: string;
-  metadata: unknown;
+  /** The first event's metadata. Always in History's view; a live view has it from the message's first frame. */
+  metadata?: unknown;
 }
 
 /** One `chat` frame of a `view: "chat"` subscription: the seq it reflects, its message, the change. */
 export interface ChatFrame {
   seq: number;
-  /** The message's fields as of its first event; `first_seq` identifies it. */
+  /**
+   * The message's fields as of its first event; `first_seq` identifies it. `metadata` comes on
+   * the message's first frame only: keep it from there.
+   */
   message: Omit<ChatMessage, 'content' | 'tool_calls' | 'last_seq' | 'event_count'>;
   /** Text added to the message. */
   append?: string;
