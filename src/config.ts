@@ -369,3 +369,38 @@ function authConfig(
     allowedOrigins,
   };
 }
+
+export const DEFAULT_CLI_HTTP_URL = 'http://127.0.0.1:8080';
+export const DEFAULT_CLI_GRPC_TARGET = '127.0.0.1:50051';
+
+/** What the `runstream` command's client subcommands read from the environment (flags win). */
+export interface CliEnv {
+  /** The broker's HTTP base (RS_URL); the WebSocket endpoint is derived from it. */
+  readonly httpUrl: string;
+  /** The broker's gRPC `host:port` (RS_GRPC_TARGET). */
+  readonly grpcTarget: string;
+  /** A bearer token for every call (RS_TOKEN). */
+  readonly token: string | undefined;
+  /** `tail`'s WebSocket endpoint (RS_WS_URL, older than RS_URL; wins over it). */
+  readonly wsUrl: string | undefined;
+  /** The signing secret `token` mints with (RS_JWT_SECRET). */
+  readonly jwtSecret: string | undefined;
+  readonly jwtIssuer: string | undefined;
+  readonly jwtAudience: string | undefined;
+}
+
+export function loadCliEnv(env: Env = process.env): CliEnv {
+  const opt = (name: string): string | undefined => {
+    const raw = env[name]?.trim();
+    return raw === undefined || raw === '' ? undefined : raw;
+  };
+  return Object.freeze({
+    httpUrl: opt('RS_URL') ?? DEFAULT_CLI_HTTP_URL,
+    grpcTarget: opt('RS_GRPC_TARGET') ?? DEFAULT_CLI_GRPC_TARGET,
+    token: opt('RS_TOKEN'),
+    wsUrl: opt('RS_WS_URL'),
+    jwtSecret: opt('RS_JWT_SECRET'),
+    jwtIssuer: opt('RS_JWT_ISSUER')?.split(',')[0]?.trim(),
+    jwtAudience: opt('RS_JWT_AUDIENCE')?.split(',')[0]?.trim(),
+  });
+}

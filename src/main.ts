@@ -1,11 +1,24 @@
 /**
  * The runstream process: reads the config, starts the stages, and is the only place
  * that handles signals. SIGTERM/SIGINT shut down gracefully; a second signal, or the
- * grace period running out, ends the process at once.
+ * grace period running out, ends the process at once. `node dist/src/main.js` and
+ * `runstream serve` (cli/serve.ts) both run {@link serve}.
  */
+import { resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { startBroker } from './broker.js';
 import { ConfigError, loadConfig } from './config.js';
 import { createLogger } from './logger.js';
+
+/** Runs the broker as this process, until a signal ends it (which exits the process). */
+export function serve(): void {
+  main().catch((err: unknown) => {
+    process.stderr.write(
+      `runstream: failed to start: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+    );
+    process.exit(1);
+  });
+}
 
 async function main(): Promise<void> {
   let config: ReturnType<typeof loadConfig>;
@@ -48,9 +61,4 @@ async function main(): Promise<void> {
   process.on('SIGINT', shutdown);
 }
 
-main().catch((err: unknown) => {
-  process.stderr.write(
-    `runstream: failed to start: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
-  );
-  process.exit(1);
-});
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) serve();

@@ -25,7 +25,8 @@ const LAYERS: readonly (readonly string[])[] = [
   ['roles/'],
   ['broker.ts'],
   ['client/'],
-  ['main.ts', 'cli/'],
+  ['main.ts'],
+  ['cli/'],
 ];
 
 /** The layer index and the directory (the unit imports may cross within a layer: never). */

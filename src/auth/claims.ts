@@ -26,8 +26,8 @@ export const PERMISSION_PREFIX = 'runstream:';
 export const MAX_THREAD_PATTERNS = 1000;
 
 export type Permission = 'read' | 'publish' | 'cancel';
-const PERMISSIONS: readonly Permission[] = ['read', 'publish', 'cancel'];
-const PREFIX_PATTERN = /^[A-Za-z0-9_-]{0,127}\*$/;
+export const PERMISSIONS: readonly Permission[] = ['read', 'publish', 'cancel'];
+export const PREFIX_PATTERN = /^[A-Za-z0-9_-]{0,127}\*$/;
 
 /** Which threads a token covers. */
 export class ThreadScope {

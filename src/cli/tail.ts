@@ -1,5 +1,6 @@
 /**
- * `npm run tail -- <thread_id> [--after-seq N] [--url ws://127.0.0.1:8080/v1/ws] [--json]`
+ * `runstream tail <thread_id> [--after-seq N] [--run ID] [--category C] [--event-type T]
+ * [--token JWT] [--json] [--url URL]` (also `npm run tail -- …`).
  *
  * Follows a thread over WebSocket and prints one line per event (`#seq run event_type: summary`),
  * then the `live` marker where catch-up ends. When the connection drops it reconnects and
@@ -8,10 +9,25 @@
  */
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
-import { subscribe, type WireEvent } from '@runstream/client';
+import { CATEGORIES, type Category, subscribe, type WireEvent } from '@runstream/client';
 import WebSocket from 'ws';
-import { ID_PATTERN } from '../domain/ids.js';
+import { DEFAULT_CLI_HTTP_URL, loadCliEnv } from '../config.js';
+import { EVENT_TYPE_PATTERN, ID_PATTERN } from '../domain/ids.js';
+import {
+  CommandError,
+  choiceFlag,
+  EXIT_OK,
+  httpUrlFlag,
+  intFlag,
+  listFlag,
+  parseFlags,
+  patternFlag,
+  type Subcommand,
+  TOKEN_HINT,
+  UsageError,
+  wsUrlOf,
+} from './args.js';
+import { runAsMain } from './run.js';
 
 export const DEFAULT_WS_URL = 'ws://127.0.0.1:8080/v1/ws';
 export const RECONNECT_MIN_DELAY_MS = 250;
@@ -57,10 +73,26 @@ export interface TailOptions {
   readonly threadId: string;
   readonly afterSeq: number;
   readonly json: boolean;
+  /** Only this run; the tail ends after the run's terminal event. */
+  readonly runId?: string | undefined;
+  readonly categories?: readonly Category[] | undefined;
+  readonly eventTypes?: readonly string[] | undefined;
+  /** A JWT, for a broker with authentication on. */
+  readonly token?: string | undefined;
   /** Event and live lines. */
   readonly out: (line: string) => void;
   /** Connection notices. */
   readonly note: (line: string) => void;
+}
+
+/** The broker refused the subscription for good; `code` is its error code (`unauthenticated`, …). */
+export class TailRefused extends CommandError {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(`${code}: ${message}`);
+  }
 }
 
 /**
@@ -75,6 +107,10 @@ export async function tail(o: TailOptions, signal: AbortSignal): Promise<number>
     url: o.url,
     threadId: o.threadId,
     afterSeq: o.afterSeq,
+    ...(o.runId === undefined ? {} : { runId: o.runId }),
+    ...(o.categories === undefined || o.categories.length === 0 ? {} : { categories: o.categories }),
+    ...(o.eventTypes === undefined || o.eventTypes.length === 0 ? {} : { eventTypes: o.eventTypes }),
+    ...(o.token === undefined ? {} : { token: o.token }),
     WebSocket,
     signal,
     pingIntervalMs: PING_INTERVAL_MS,
@@ -97,7 +133,7 @@ export async function tail(o: TailOptions, signal: AbortSignal): Promise<number>
         outage = true;
         break;
       case 'error':
-        if (!item.retrying) throw new Error(`${item.error.code}: ${item.error.message}`);
+        if (!item.retrying) throw new TailRefused(item.error.code, item.error.message);
         break;
       case 'end':
       case 'deleted':
@@ -108,84 +144,90 @@ export async function tail(o: TailOptions, signal: AbortSignal): Promise<number>
   return lastSeq;
 }
 
-const USAGE = `usage: npm run tail -- <thread_id> [--after-seq N] [--url URL] [--json]
-  --after-seq  show events after this seq (default 0: the whole thread, then live)
-  --url        the broker's WebSocket endpoint (env RS_WS_URL; default ${DEFAULT_WS_URL})
-  --json       print each event as its JSON instead of a summary line`;
+const USAGE = `usage: runstream tail <thread_id> [flags]   (also: npm run tail -- <thread_id> [flags])
 
-const CLI_OPTIONS = {
+Follows a thread over WebSocket: its history after --after-seq, then live. Reconnects and
+resumes after the last event shown, so the output has no gap and no duplicate. Events go to
+stdout, notices to stderr. Ctrl-C prints where it stopped and exits 0.
+
+  --after-seq N      show events after this seq (default 0: the whole thread, then live)
+  --run ID           only this run; stops after the run's terminal event
+  --category C       only these categories: message, trace, lifecycle (repeat or comma-separate)
+  --event-type T     only these event types (repeat or comma-separate)
+  --token JWT        bearer token (env RS_TOKEN); a refused token is fatal
+  --json             print each event as its JSON instead of a summary line
+  --url URL          the broker: http://host:8080 or its ws://host:8080/v1/ws endpoint
+                     (env RS_URL, or RS_WS_URL; default ${DEFAULT_WS_URL})`;
+
+const TAIL_FLAGS = {
   'after-seq': { type: 'string' },
-  url: { type: 'string' },
+  run: { type: 'string' },
+  category: { type: 'string', multiple: true },
+  'event-type': { type: 'string', multiple: true },
+  token: { type: 'string' },
   json: { type: 'boolean' },
-  help: { type: 'boolean', short: 'h' },
+  url: { type: 'string' },
 } as const;
 
-function parseCli(): ReturnType<typeof parseArgs<{ options: typeof CLI_OPTIONS; allowPositionals: true }>> {
-  return parseArgs({ options: CLI_OPTIONS, allowPositionals: true });
-}
+/** `runstream tail`. */
+export const tailCommand: Subcommand = {
+  name: 'tail',
+  summary: 'follow a thread: its history, then live, resuming across drops',
+  usage: USAGE,
+  async run(argv, io) {
+    const parsed = parseFlags(this, argv, TAIL_FLAGS, io, { min: 1, max: 1, name: '<thread_id>' });
+    if (!parsed) return EXIT_OK;
+    const { values, positionals } = parsed;
+    const threadId = positionals[0] as string;
+    if (!ID_PATTERN.test(threadId)) {
+      throw new UsageError(`<thread_id> ${JSON.stringify(threadId)}: must match ${ID_PATTERN}`);
+    }
+    const env = loadCliEnv();
+    const afterSeq = intFlag('after-seq', values['after-seq'], 0);
+    const runId = values.run === undefined ? undefined : patternFlag('run', values.run, ID_PATTERN);
+    const categories = listFlag(values.category).map((c) => choiceFlag('category', c, CATEGORIES));
+    const eventTypes = listFlag(values['event-type']).map((t) =>
+      patternFlag('event-type', t, EVENT_TYPE_PATTERN),
+    );
+    const url = tailUrl(
+      values.url ?? env.wsUrl ?? (env.httpUrl === DEFAULT_CLI_HTTP_URL ? DEFAULT_WS_URL : env.httpUrl),
+    );
+    const token = values.token ?? env.token;
 
-async function main(): Promise<number> {
-  let parsed: ReturnType<typeof parseCli>;
-  try {
-    parsed = parseCli();
-  } catch (err) {
-    process.stderr.write(`tail: ${(err as Error).message}\n${USAGE}\n`);
-    return 2;
-  }
-  const { values, positionals } = parsed;
-  if (values.help) {
-    process.stdout.write(`${USAGE}\n`);
-    return 0;
-  }
-  const threadId = positionals[0];
-  const rawAfter = values['after-seq'] ?? '0';
-  const afterSeq = Number(rawAfter);
-  const problems: string[] = [];
-  if (threadId === undefined || positionals.length > 1) problems.push('exactly one <thread_id> is required');
-  else if (!ID_PATTERN.test(threadId))
-    problems.push(`thread_id ${JSON.stringify(threadId)} must match ${ID_PATTERN}`);
-  if (!/^\d+$/.test(rawAfter) || !Number.isSafeInteger(afterSeq)) {
-    problems.push(`--after-seq ${JSON.stringify(rawAfter)}: not an integer ≥ 0`);
-  }
-  if (problems.length > 0 || threadId === undefined) {
-    process.stderr.write(`tail: ${problems.join('; ')}\n${USAGE}\n`);
-    return 2;
-  }
-  const url = values.url ?? (process.env.RS_WS_URL || DEFAULT_WS_URL);
+    io.err(`-- following ${threadId} after #${afterSeq} on ${url} (Ctrl-C to stop) --\n`);
+    try {
+      const last = await tail(
+        {
+          url,
+          threadId,
+          afterSeq,
+          json: values.json === true,
+          runId,
+          categories,
+          eventTypes,
+          token,
+          out: (line) => io.out(`${line}\n`),
+          note: (line) => io.err(`${line}\n`),
+        },
+        io.signal,
+      );
+      io.err(`-- stopped after #${last} (resume with --after-seq ${last}) --\n`);
+      return EXIT_OK;
+    } catch (err) {
+      if (err instanceof TailRefused && (err.code === 'unauthenticated' || err.code === 'token_expired')) {
+        throw new CommandError(`${err.message}\n  hint: ${TOKEN_HINT}`);
+      }
+      throw err;
+    }
+  },
+};
 
-  // `tail ... | head` closes our stdout: that is the end, not an error.
-  process.stdout.on('error', () => process.exit(0));
-  const out = (line: string): void => {
-    process.stdout.write(`${line}\n`);
-  };
-  const note = (line: string): void => {
-    process.stderr.write(`${line}\n`);
-  };
-  const stop = new AbortController();
-  const onSignal = (): void => {
-    if (stop.signal.aborted) process.exit(130);
-    stop.abort();
-  };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
-
-  note(`-- following ${threadId} after #${afterSeq} on ${url} (Ctrl-C to stop) --`);
-  try {
-    const last = await tail({ url, threadId, afterSeq, json: values.json === true, out, note }, stop.signal);
-    note(`-- stopped after #${last} (resume with --after-seq ${last}) --`);
-    return 0;
-  } catch (err) {
-    note(`tail: ${(err as Error).message}`);
-    return 1;
-  }
+/** `--url`: a ws(s) endpoint as given, or an http(s) base with /v1/ws added. */
+function tailUrl(raw: string): string {
+  if (/^wss?:\/\//.test(raw)) return raw;
+  return wsUrlOf(httpUrlFlag('url', raw));
 }
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  main().then(
-    (code) => process.exit(code),
-    (err: unknown) => {
-      process.stderr.write(`tail: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-      process.exit(1);
-    },
-  );
+  runAsMain(tailCommand, process.argv.slice(2), 'tail');
 }

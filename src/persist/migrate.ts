@@ -12,10 +12,28 @@ export const MIGRATIONS_DIR = fileURLToPath(new URL('../../../sql/migrations/', 
 /** Arbitrary constant key of the migration lock ("rs-migr" in ASCII). */
 export const MIGRATION_LOCK_KEY = '8319675174349940338';
 
+/** Applies the migrations not applied yet; returns how many it applied. */
 export async function migrate(pool: pg.Pool, log: Logger, dir: string = MIGRATIONS_DIR): Promise<number> {
+  return (await applyMigrations(pool, log, dir)).applied.length;
+}
+
+export interface MigrationReport {
+  /** Files applied now, in order. */
+  readonly applied: readonly string[];
+  /** Files applied before. */
+  readonly already: readonly string[];
+}
+
+/** {@link migrate}, saying which files it applied and which were applied before. */
+export async function applyMigrations(
+  pool: pg.Pool,
+  log: Logger,
+  dir: string = MIGRATIONS_DIR,
+): Promise<MigrationReport> {
   const files = (await readdir(dir)).filter((f) => /^\d{4}_[\w-]+\.sql$/.test(f)).sort();
   return withClient(pool, async (client) => {
-    let applied = 0;
+    const applied: string[] = [];
+    const already: string[] = [];
     await client.query('SELECT pg_advisory_lock($1::bigint)', [MIGRATION_LOCK_KEY]);
     try {
       await client.query(
@@ -31,7 +49,10 @@ export async function migrate(pool: pg.Pool, log: Logger, dir: string = MIGRATIO
       );
       for (const file of files) {
         const version = file.slice(0, 4);
-        if (done.has(version)) continue;
+        if (done.has(version)) {
+          already.push(file);
+          continue;
+        }
         const sql = await readFile(`${dir}/${file}`, 'utf8');
         await client.query('BEGIN');
         try {
@@ -42,12 +63,12 @@ export async function migrate(pool: pg.Pool, log: Logger, dir: string = MIGRATIO
           await client.query('ROLLBACK');
           throw new Error(`migration ${file} failed: ${(err as Error).message}`, { cause: err });
         }
-        applied++;
+        applied.push(file);
         log.info({ migration: file }, 'applied migration');
       }
     } finally {
       await client.query('SELECT pg_advisory_unlock($1::bigint)', [MIGRATION_LOCK_KEY]);
     }
-    return applied;
+    return { applied, already };
   });
 }

@@ -1,0 +1,131 @@
+/**
+ * Events as JSON lines, the format `publish` and `import` read and `export` writes: one
+ * event per line in its client-facing JSON form (docs/protocol.md), `content` and
+ * `metadata` as JSON values. Every line is checked with ingest's own validation
+ * (ingest/validate.ts) before anything is sent, so a bad line stops the command with its
+ * line number and field, and nothing of the input is stored.
+ */
+import type { PublishEvent } from '@runstream/client/node';
+import { DEFAULT_MAX_CONTENT_BYTES, DEFAULT_MAX_JSON_DEPTH } from '../config.js';
+import type { CategoryName } from '../domain/event.js';
+import type { Category } from '../gen/runstream/v1/Category.js';
+import { validateEvents } from '../ingest/validate.js';
+import { CommandError } from './args.js';
+
+/** The keys a line may have; `seq` and `offset` (in an export) are the broker's, and ignored. */
+const KEYS = new Set([
+  'thread_id',
+  'run_id',
+  'event_id',
+  'event_type',
+  'category',
+  'user_id',
+  'created_at',
+  'content',
+  'metadata',
+  'seq',
+  'offset',
+]);
+
+const LIMITS = {
+  maxContentBytes: DEFAULT_MAX_CONTENT_BYTES,
+  maxEventsPerRequest: 1,
+  maxJsonDepth: DEFAULT_MAX_JSON_DEPTH,
+};
+
+export interface LineDefaults {
+  /** For lines without `thread_id`; with `force`, for every line. */
+  readonly threadId?: string | undefined;
+  readonly runId?: string | undefined;
+  /** `threadId` replaces every line's `thread_id` (an import into another thread). */
+  readonly forceThread?: boolean;
+  /** Every line must carry `event_id` and `created_at` (an import: retried imports store nothing twice). */
+  readonly requireIds?: boolean;
+}
+
+/** Parses and validates every non-blank line; throws a {@link CommandError} naming the first bad one. */
+export function parseEventLines(text: string, d: LineDefaults = {}): PublishEvent[] {
+  const events: PublishEvent[] = [];
+  const lines = text.split('\n');
+  for (let i = 0; i < lines.length; i++) {
+    const line = (lines[i] as string).trim();
+    if (line === '') continue;
+    try {
+      events.push(parseLine(line, d));
+    } catch (err) {
+      throw new CommandError(`line ${i + 1}: ${(err as Error).message}; nothing was published`);
+    }
+  }
+  if (events.length === 0) throw new CommandError('no events in the input; nothing was published');
+  return events;
+}
+
+function parseLine(line: string, d: LineDefaults): PublishEvent {
+  let obj: unknown;
+  try {
+    obj = JSON.parse(line);
+  } catch (err) {
+    throw new Error(`not JSON (${(err as Error).message})`);
+  }
+  if (obj === null || typeof obj !== 'object' || Array.isArray(obj)) throw new Error('not a JSON object');
+  const o = obj as Record<string, unknown>;
+  for (const k of Object.keys(o)) if (!KEYS.has(k)) throw new Error(`${k}: unknown key`);
+  const str = (k: string): string => {
+    const v = o[k];
+    if (v === undefined || v === null) return '';
+    if (typeof v !== 'string') throw new Error(`${k}: must be a string`);
+    return v;
+  };
+  const threadId = d.forceThread ? (d.threadId as string) : str('thread_id') || d.threadId || '';
+  const runId = str('run_id') || d.runId || '';
+  const category = str('category').toUpperCase();
+  const createdAt = str('created_at');
+  const eventId = str('event_id');
+  if (d.requireIds && eventId === '') throw new Error('event_id: is required (an import keeps each id)');
+  if (d.requireIds && createdAt === '')
+    throw new Error('created_at: is required (an import keeps each time)');
+  let ms = 0;
+  if (createdAt !== '') {
+    ms = Date.parse(createdAt);
+    if (!/^\d{4}-\d\d-\d\dT/.test(createdAt) || Number.isNaN(ms)) {
+      throw new Error('created_at: must be an RFC 3339 time, e.g. 2026-12-01T10:00:00.000Z');
+    }
+  }
+  const contentJson = o.content === undefined ? 'null' : JSON.stringify(o.content);
+  const metadataJson = o.metadata === undefined ? '{}' : JSON.stringify(o.metadata);
+  // The broker's own checks, on the event as ingest would receive it.
+  try {
+    validateEvents(
+      [
+        {
+          thread_id: threadId,
+          run_id: runId,
+          event_type: str('event_type'),
+          category: category as Category & string,
+          content_json: contentJson,
+          metadata_json: metadataJson,
+          event_id: eventId,
+          created_at: createdAt === '' ? null : { seconds: Math.floor(ms / 1000), nanos: (ms % 1000) * 1e6 },
+          user_id: str('user_id'),
+          seq: 0,
+          offset: 0,
+        },
+      ],
+      LIMITS,
+    );
+  } catch (err) {
+    const message = (err as Error).message.replace(/^events\[0\]\./, '');
+    throw new Error(message.replace(/^(\w+)_json:/, '$1:'));
+  }
+  return {
+    threadId,
+    runId,
+    eventType: str('event_type'),
+    category: category.toLowerCase() as CategoryName,
+    contentJson,
+    metadataJson,
+    ...(eventId === '' ? {} : { eventId }),
+    ...(createdAt === '' ? {} : { createdAt }),
+    ...(str('user_id') === '' ? {} : { userId: str('user_id') }),
+  };
+}

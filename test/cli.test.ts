@@ -1,0 +1,261 @@
+// The `runstream` command against a real stack, run as a child process: every subcommand
+// has --help; bad input exits nonzero naming the flag (or the line and field) and stores
+// nothing; publish, tail, token and migrate do what they say.
+import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { runCli, startCli } from './helpers/cli.js';
+import { randomName, type Stack, startStack, threadRows } from './helpers/stack.js';
+import { waitFor } from './helpers/wait.js';
+
+const SUBCOMMANDS = ['serve', 'tail', 'publish', 'token', 'migrate'];
+const SECRET = 'cli-test-secret-of-at-least-32-bytes!!';
+
+const line = (o: Record<string, unknown>): string => JSON.stringify(o);
+
+test('every subcommand answers --help with its usage and exit 0; no command is a usage error', async () => {
+  const top = await runCli(['--help']);
+  assert.equal(top.code, 0);
+  for (const name of SUBCOMMANDS) {
+    assert.match(top.stdout, new RegExp(`^  ${name} `, 'm'), `${name} listed`);
+    const r = await runCli([name, '--help']);
+    assert.equal(r.code, 0, `${name} --help: ${r.stderr}`);
+    assert.match(r.stdout, new RegExp(`^usage: runstream ${name}`), name);
+  }
+  const none = await runCli([]);
+  assert.equal(none.code, 2);
+  assert.match(none.stderr, /^usage: runstream/);
+  const unknown = await runCli(['frobnicate']);
+  assert.equal(unknown.code, 2);
+  assert.match(unknown.stderr, /unknown command "frobnicate"/);
+});
+
+test('bad flags exit 2 naming the flag', async () => {
+  const cases: [string[], RegExp][] = [
+    [['tail', 't1', '--after-seq', 'x'], /--after-seq "x": must be an integer/],
+    [['tail', 't1', '--category', 'chat'], /--category "chat": must be one of message, trace, lifecycle/],
+    [['tail', 't1', '--run', 'a/b'], /--run "a\/b": must match/],
+    [['tail'], /<thread_id> is required/],
+    [['tail', 't1', '--nope'], /Unknown option '--nope'/],
+    [['publish', '--ack', 'SOON'], /--ack "SOON": must be one of ACCEPTED, PERSISTED/],
+    [['publish', '--batch', '0'], /--batch "0": must be an integer in \[1, 5000\]/],
+    [['publish', '--grpc', 'nope'], /--grpc "nope": must be host:port/],
+    [['token'], /--thread is required/],
+    [
+      ['token', '--thread', 't1', '--scope', 'admin'],
+      /--scope "admin": must be one of read, publish, cancel/,
+    ],
+    [['token', '--thread', 't1', '--expires', 'soon'], /--expires "soon": must be a duration/],
+    [['migrate', 'extra'], /unexpected argument "extra"/],
+  ];
+  for (const [args, message] of cases) {
+    const r = await runCli(args, { env: { RS_JWT_SECRET: SECRET } });
+    assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
+    assert.match(r.stderr, message, args.join(' '));
+    assert.match(r.stderr, /usage: runstream/, args.join(' '));
+  }
+});
+
+describe('against an open broker', () => {
+  let stack: Stack;
+  let env: Record<string, string>;
+  before(async () => {
+    stack = await startStack();
+    env = { RS_URL: stack.httpUrl, RS_GRPC_TARGET: stack.grpcTarget, RS_TOKEN: '' };
+  });
+  after(async () => {
+    await stack[Symbol.asyncDispose]();
+  });
+
+  test('publish from stdin at PERSISTED and from a file; a bad line stores nothing', async () => {
+    const t = randomName('cli-');
+    const input = Array.from({ length: 120 }, (_, i) =>
+      line({
+        run_id: i < 60 ? 'r-a' : 'r-b',
+        event_id: `e${i + 1}`,
+        event_type: 'ai_chunk',
+        category: 'message',
+        content: { i },
+      }),
+    ).join('\n');
+    const r = await runCli(['publish', '--thread', t, '--ack', 'PERSISTED', '--batch', '50'], { env, input });
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.stdout, `published 120 events to 1 thread at PERSISTED\n`);
+    const rows = await threadRows(stack.db, t);
+    assert.deepEqual(
+      rows.map((x) => x.event_id),
+      Array.from({ length: 120 }, (_, i) => `e${i + 1}`),
+    );
+
+    // The same events again, from a file: stored once, each a duplicate; --json prints each ack.
+    const dir = mkdtempSync(join(tmpdir(), 'rs-cli-'));
+    const file = join(dir, 'events.jsonl');
+    writeFileSync(file, `${input}\n\n`);
+    const again = await runCli(['publish', file, '--thread', t, '--json', '--ack', 'PERSISTED'], {
+      env,
+    });
+    assert.equal(again.code, 0, again.stderr);
+    const acks = again.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { duplicate: boolean });
+    assert.equal(acks.length, 120);
+    assert.ok(acks.every((a) => a.duplicate));
+    assert.match(again.stderr, /published 120 events to 1 thread at PERSISTED \(120 already there\)/);
+    assert.equal((await threadRows(stack.db, t)).length, 120);
+
+    // A bad line anywhere: nothing of the input is published.
+    const t2 = randomName('cli-');
+    const bad = [
+      line({ thread_id: t2, run_id: 'r', event_type: 'ai_chunk', category: 'message', content: 1 }),
+      line({ thread_id: t2, run_id: 'r', event_type: 'ai_chunk', category: 'chat', content: 2 }),
+    ].join('\n');
+    const refused = await runCli(['publish'], { env, input: bad });
+    assert.equal(refused.code, 1);
+    assert.match(refused.stderr, /line 2: category: must be MESSAGE, TRACE or LIFECYCLE/);
+    const notJson = await runCli(['publish', '--thread', t2], { env, input: '{"run_id":"r",' });
+    assert.equal(notJson.code, 1);
+    assert.match(notJson.stderr, /line 1: not JSON/);
+    const missing = await runCli(['publish', join(dir, 'missing.jsonl')], { env });
+    assert.equal(missing.code, 1);
+    assert.match(missing.stderr, /cannot read .*missing\.jsonl/);
+    assert.deepEqual(await threadRows(stack.db, t2), []);
+  });
+
+  test('tail --json --run --category: only matching events on stdout, and it ends with the run', async () => {
+    const t = randomName('cli-');
+    const events = [
+      { run_id: 'r-a', event_type: 'run_start', category: 'lifecycle', content: null },
+      { run_id: 'r-a', event_type: 'ai_chunk', category: 'message', content: { content: 'he' } },
+      { run_id: 'r-b', event_type: 'ai_chunk', category: 'message', content: { content: 'other' } },
+      { run_id: 'r-a', event_type: 'llm_start', category: 'trace', content: {} },
+      { run_id: 'r-a', event_type: 'ai_chunk', category: 'message', content: { content: 'llo' } },
+    ];
+    const input = events.map((e, i) => line({ ...e, event_id: `e${i + 1}` })).join('\n');
+    assert.equal((await runCli(['publish', '--thread', t, '--ack', 'PERSISTED'], { env, input })).code, 0);
+
+    const tail = startCli(
+      ['tail', t, '--json', '--run', 'r-a', '--category', 'message', '--after-seq', '1'],
+      { env },
+    );
+    await waitFor(() => tail.stdout().includes('"type":"live"'));
+    const end = line({
+      thread_id: t,
+      run_id: 'r-a',
+      event_id: 'e6',
+      event_type: 'run_end',
+      category: 'lifecycle',
+      content: { status: 'success' },
+    });
+    assert.equal((await runCli(['publish', '--ack', 'PERSISTED'], { env, input: end })).code, 0);
+    const r = await tail.done;
+    assert.equal(r.code, 0, r.stderr);
+    const out = r.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { seq: number; type?: string; event_type?: string });
+    assert.deepEqual(
+      out.map((o) => (o.type === 'live' ? `live@${o.seq}` : `${o.seq} ${o.event_type}`)),
+      ['2 ai_chunk', '5 ai_chunk', 'live@5'],
+    );
+    assert.match(r.stderr, /-- end --/);
+  });
+
+  test('serve runs the broker until SIGTERM, then exits 0', async () => {
+    const serve = startCli(['serve'], {
+      env: {
+        RS_HOST: '127.0.0.1',
+        GRPC_PORT: '0',
+        HTTP_PORT: '0',
+        NATS_URL: stack.servers.nats.url,
+        DATABASE_URL: stack.servers.pg.url,
+        RS_STREAM: randomName('RS_'),
+        RS_SUBJECT_PREFIX: randomName('rs'),
+        LOG_LEVEL: 'info',
+      },
+    });
+    await waitFor(() => serve.stdout().includes('runstream started'));
+    const started = serve
+      .stdout()
+      .split('\n')
+      .find((l) => l.includes('runstream started')) as string;
+    const { httpPort } = JSON.parse(started) as { httpPort: number };
+    assert.equal((await fetch(`http://127.0.0.1:${httpPort}/healthz`)).status, 200);
+    serve.child.kill('SIGTERM');
+    const r = await serve.done;
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /runstream stopped/);
+  });
+
+  test('migrate says the database is up to date; a missing database is named, with how to create it', async () => {
+    const r = await runCli(['migrate'], { env: { DATABASE_URL: stack.servers.pg.url } });
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /^up to date: \d+ migrations were already applied\n$/);
+    const url = new URL(stack.servers.pg.url);
+    url.pathname = `/${randomName('nodb')}`;
+    const missing = await runCli(['migrate'], { env: { DATABASE_URL: url.toString() } });
+    assert.equal(missing.code, 1);
+    assert.match(
+      missing.stderr,
+      /database "nodb[0-9a-f]+" does not exist on .*: create it with `createdb -h /,
+    );
+  });
+});
+
+describe('against a broker with authentication', () => {
+  let stack: Stack;
+  let env: Record<string, string>;
+  before(async () => {
+    stack = await startStack({ jwtSecret: SECRET });
+    env = { RS_URL: stack.httpUrl, RS_GRPC_TARGET: stack.grpcTarget, RS_JWT_SECRET: SECRET, RS_TOKEN: '' };
+  });
+  after(async () => {
+    await stack[Symbol.asyncDispose]();
+  });
+
+  test('token mints what the broker accepts; without one, publish and tail fail with a hint', async () => {
+    const t = randomName('cli-');
+    const input = line({
+      thread_id: t,
+      run_id: 'r',
+      event_type: 'ai_chunk',
+      category: 'message',
+      content: 'hi',
+    });
+    const refused = await runCli(['publish'], { env, input });
+    assert.equal(refused.code, 1);
+    assert.match(refused.stderr, /unauthenticated: .*\n {2}hint: .*runstream token/);
+    const tail = await runCli(['tail', t], { env });
+    assert.equal(tail.code, 1);
+    assert.match(tail.stderr, /unauthenticated: .*\n {2}hint: .*runstream token/);
+
+    const minted = await runCli(['token', '--thread', t, '--scope', 'read,publish', '--expires', '10m'], {
+      env,
+    });
+    assert.equal(minted.code, 0, minted.stderr);
+    const token = minted.stdout.trim();
+    const claims = JSON.parse(Buffer.from(token.split('.')[1] as string, 'base64url').toString()) as Record<
+      string,
+      unknown
+    >;
+    assert.equal(claims.threads, t);
+    assert.equal(claims.scope, 'read publish');
+    assert.ok((claims.exp as number) - (claims.iat as number) === 600);
+    const ok = await runCli(['publish', '--token', token, '--ack', 'PERSISTED'], { env, input });
+    assert.equal(ok.code, 0, ok.stderr);
+    assert.equal((await threadRows(stack.db, t)).length, 1);
+
+    // A read-only token for another thread: refused, named.
+    const other = (await runCli(['token', '--thread', 'elsewhere'], { env })).stdout.trim();
+    const denied = await runCli(['publish', '--token', other], { env, input });
+    assert.equal(denied.code, 1);
+    assert.match(denied.stderr, /permission_denied: /);
+    assert.equal((await threadRows(stack.db, t)).length, 1);
+
+    const noKey = await runCli(['token', '--thread', t], { env: { RS_JWT_SECRET: '' } });
+    assert.equal(noKey.code, 1);
+    assert.match(noKey.stderr, /no signing key: set RS_JWT_SECRET/);
+  });
+});
