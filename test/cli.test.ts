@@ -10,7 +10,7 @@ import { runCli, startCli } from './helpers/cli.js';
 import { randomName, type Stack, startStack, threadRows } from './helpers/stack.js';
 import { waitFor } from './helpers/wait.js';
 
-const SUBCOMMANDS = ['serve', 'tail', 'publish', 'token', 'migrate'];
+const SUBCOMMANDS = ['serve', 'tail', 'publish', 'token', 'migrate', 'threads', 'runs'];
 const SECRET = 'cli-test-secret-of-at-least-32-bytes!!';
 
 const line = (o: Record<string, unknown>): string => JSON.stringify(o);
@@ -49,6 +49,10 @@ test('bad flags exit 2 naming the flag', async () => {
     ],
     [['token', '--thread', 't1', '--expires', 'soon'], /--expires "soon": must be a duration/],
     [['migrate', 'extra'], /unexpected argument "extra"/],
+    [['threads', '--limit', '5000'], /--limit "5000": must be an integer in \[1, 1000\]/],
+    [['threads', '--url', 'ftp://x'], /--url "ftp:\/\/x": must be an http:\/\/ or https:\/\/ URL/],
+    [['runs'], /<thread_id> is required/],
+    [['runs', 't1', '--status', 'done'], /--status "done": must be one of pending, running/],
   ];
   for (const [args, message] of cases) {
     const r = await runCli(args, { env: { RS_JWT_SECRET: SECRET } });
@@ -187,6 +191,42 @@ describe('against an open broker', () => {
     const r = await serve.done;
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, /runstream stopped/);
+  });
+
+  test('threads and runs print tables (or JSON pages) from History', async () => {
+    const t = randomName('cli-');
+    const input = [
+      line({ run_id: 'r-1', event_type: 'ai_chunk', category: 'message', content: 'a' }),
+      line({ run_id: 'r-1', event_type: 'run_end', category: 'lifecycle', content: { status: 'failed' } }),
+      line({ run_id: 'r-2', event_type: 'ai_chunk', category: 'message', content: 'b' }),
+    ].join('\n');
+    assert.equal((await runCli(['publish', '--thread', t, '--ack', 'PERSISTED'], { env, input })).code, 0);
+
+    const threads = await runCli(['threads', '--all', '--limit', '1'], { env });
+    assert.equal(threads.code, 0, threads.stderr);
+    const [header, ...rows] = threads.stdout.trimEnd().split('\n');
+    assert.match(header as string, /^THREAD +HEAD +RUNS +EVENTS +LAST RUN +STATUS +UPDATED$/);
+    const row = rows.find((r) => r.startsWith(`${t} `));
+    assert.match(row as string, new RegExp(`^${t} +3 +2 +3 +r-2 +running +\\d{4}-`));
+    const json = await runCli(['threads', '--json', '--after', t.slice(0, -1)], { env });
+    const page = JSON.parse(json.stdout.split('\n')[0] as string) as { threads: { thread_id: string }[] };
+    assert.ok(page.threads.some((x) => x.thread_id === t));
+
+    const runs = await runCli(['runs', t], { env });
+    assert.equal(runs.code, 0, runs.stderr);
+    const lines = runs.stdout.trimEnd().split('\n');
+    assert.match(lines[0] as string, /^RUN +STATUS +SEQS +EVENTS +MESSAGES +USER +STARTED +UPDATED$/);
+    assert.match(lines[1] as string, /^r-2 +running +3-3 +1 +1 /);
+    assert.match(lines[2] as string, /^r-1 +error +1-2 +2 +1 /);
+    const failed = await runCli(['runs', t, '--status', 'error', '--json'], { env });
+    const runsPage = JSON.parse(failed.stdout) as { runs: { run_id: string }[] };
+    assert.deepEqual(
+      runsPage.runs.map((r) => r.run_id),
+      ['r-1'],
+    );
+    const down = await runCli(['threads', '--url', 'http://127.0.0.1:1'], { env });
+    assert.equal(down.code, 1);
+    assert.match(down.stderr, /cannot reach the broker at http:\/\/127\.0\.0\.1:1/);
   });
 
   test('migrate says the database is up to date; a missing database is named, with how to create it', async () => {

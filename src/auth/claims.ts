@@ -15,7 +15,7 @@
 import type { JWTPayload } from 'jose';
 import { ID_PATTERN } from '../domain/ids.js';
 import { UnauthenticatedError } from '../errors.js';
-import type { Principal } from './principal.js';
+import { NO_THREADS, type Principal, type ReadableThreads } from './principal.js';
 
 export const THREADS_CLAIM = 'threads';
 export const USER_ID_CLAIM = 'user_id';
@@ -44,6 +44,10 @@ export class ThreadScope {
   covers(threadId: string): boolean {
     return this.#all || this.#exact.has(threadId) || this.#prefixes.some((p) => threadId.startsWith(p));
   }
+
+  get threads(): ReadableThreads {
+    return { all: this.#all, ids: [...this.#exact], prefixes: this.#prefixes };
+  }
 }
 
 class TokenPrincipal implements Principal {
@@ -63,6 +67,10 @@ class TokenPrincipal implements Principal {
 
   canRead(threadId: string): boolean {
     return this.#permissions.has('read') && this.#threads.covers(threadId);
+  }
+
+  get readable(): ReadableThreads {
+    return this.#permissions.has('read') ? this.#threads.threads : NO_THREADS;
   }
 
   canPublish(threadId: string): boolean {

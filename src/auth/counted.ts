@@ -30,6 +30,7 @@ export function countingAuthenticator(auth: Authenticator, refusals: Counter<'re
         userId: p.userId,
         expiresAtMs: p.expiresAtMs,
         canRead: (threadId) => p.canRead(threadId) || denied(),
+        readable: p.readable,
         canPublish: (threadId) => p.canPublish(threadId) || denied(),
         canCancel: (threadId) => p.canCancel(threadId) || denied(),
       };

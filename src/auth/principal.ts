@@ -7,6 +7,16 @@
 import type { IncomingMessage } from 'node:http';
 import type { Metadata } from '@grpc/grpc-js';
 
+/** The threads a principal may read, for listing them: every one, or these ids and prefixes. */
+export interface ReadableThreads {
+  readonly all: boolean;
+  readonly ids: readonly string[];
+  readonly prefixes: readonly string[];
+}
+
+export const ALL_THREADS: ReadableThreads = Object.freeze({ all: true, ids: [], prefixes: [] });
+export const NO_THREADS: ReadableThreads = Object.freeze({ all: false, ids: [], prefixes: [] });
+
 export interface Principal {
   /** Token subject; undefined when the broker runs open. */
   readonly subject: string | undefined;
@@ -15,6 +25,8 @@ export interface Principal {
   /** When the token expires (epoch ms); undefined = never. */
   readonly expiresAtMs: number | undefined;
   canRead(threadId: string): boolean;
+  /** What `canRead` allows, as a set a query can use (`GET /v1/threads`). */
+  readonly readable: ReadableThreads;
   canPublish(threadId: string): boolean;
   canCancel(threadId: string): boolean;
 }
@@ -34,6 +46,7 @@ export const OPEN_PRINCIPAL: Principal = Object.freeze({
   userId: undefined,
   expiresAtMs: undefined,
   canRead: () => true,
+  readable: ALL_THREADS,
   canPublish: () => true,
   canCancel: () => true,
 });

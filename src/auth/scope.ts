@@ -30,7 +30,8 @@ export function writeScope(
   return userScope(p, requested);
 }
 
-function userScope(p: Principal, requested: string | undefined): string | undefined {
+/** The user scope of a read across threads (a listing): the principal's user when it has one. */
+export function userScope(p: Principal, requested: string | undefined): string | undefined {
   if (p.userId === undefined) return requested;
   if (requested !== undefined && requested !== p.userId) {
     throw new PermissionDeniedError(

@@ -10,6 +10,7 @@ import { publishCommand } from './publish.js';
 import { processIo, runCommand } from './run.js';
 import { serveCommand } from './serve.js';
 import { tailCommand } from './tail.js';
+import { runsCommand, threadsCommand } from './threads.js';
 import { tokenCommand } from './token.js';
 
 const SUBCOMMANDS: readonly Subcommand[] = [
@@ -18,6 +19,8 @@ const SUBCOMMANDS: readonly Subcommand[] = [
   publishCommand,
   tokenCommand,
   migrateCommand,
+  threadsCommand,
+  runsCommand,
 ];
 
 function usage(): string {

@@ -8,12 +8,13 @@
  */
 import type pg from 'pg';
 import type { Principal } from '../auth/principal.js';
-import { readScope, writeScope } from '../auth/scope.js';
+import { readScope, userScope, writeScope } from '../auth/scope.js';
 import type { CategoryName, StoredEvent } from '../domain/event.js';
 import type { RunStatusName } from '../domain/run-lifecycle.js';
 import { ErrorCode, RunstreamError } from '../errors.js';
 import { readEventsPage } from '../persist/queries.js';
 import { countMessages, getRun, listRuns, type RunRecord } from '../persist/runs.js';
+import { listThreads, type ThreadRecord } from '../persist/threads.js';
 import { type ChatPage, chatPage } from './chat.js';
 import type { DeleteResult, Deleter } from './deleter.js';
 import { pageCursors } from './page-cursors.js';
@@ -61,6 +62,20 @@ export interface RunsPage {
   /** Newest first. */
   readonly runs: RunRecord[];
   readonly nextBeforeSeq: number | undefined;
+  readonly hasMore: boolean;
+}
+
+export interface ThreadsQueryIn {
+  /** Only threads whose id sorts after this one (the previous page's `next_after`). */
+  readonly after?: string | undefined;
+  readonly limit: number;
+  readonly userId?: string | undefined;
+}
+
+export interface ThreadsPage {
+  /** In thread id order. */
+  readonly threads: ThreadRecord[];
+  readonly nextAfter: string | undefined;
   readonly hasMore: boolean;
 }
 
@@ -122,6 +137,20 @@ export class History {
     return { runs, nextBeforeSeq: runs[runs.length - 1]?.first_seq ?? q.beforeSeq, hasMore };
   }
 
+  /** The threads `p` may read that have runs; a user-scoped token sees only its user's. */
+  async listThreads(p: Principal, q: ThreadsQueryIn): Promise<ThreadsPage> {
+    const { readable } = p;
+    const rows = await listThreads(this.#o.pool, {
+      ...(readable.all ? {} : { ids: readable.ids, prefixes: readable.prefixes }),
+      userId: userScope(p, q.userId),
+      after: q.after,
+      limit: q.limit + 1,
+    });
+    const hasMore = rows.length > q.limit;
+    const threads = hasMore ? rows.slice(0, q.limit) : rows;
+    return { threads, nextAfter: threads[threads.length - 1]?.thread_id ?? q.after, hasMore };
+  }
+
   async deleteThread(p: Principal, threadId: string, userId?: string): Promise<DeleteResult> {
     return this.#o.deleter.deleteThread(threadId, writeScope(p, threadId, userId));
   }
@@ -131,4 +160,4 @@ export class History {
   }
 }
 
-export { readScope, writeScope } from '../auth/scope.js';
+export { readScope, userScope, writeScope } from '../auth/scope.js';

@@ -112,6 +112,30 @@ export function historyRoutes(o: HistoryRoutesOptions): Route[] {
     },
   });
 
+  /** `GET /v1/threads`: the threads the caller may read, in id order, paged by `after`. */
+  const threadsRoute: Route = {
+    method: 'GET',
+    path: '/v1/threads',
+    owner: 'history',
+    async handle(req, res, _raw, url) {
+      try {
+        strict(url, ['after', 'limit', 'user_id']);
+        const after = optionalId(url.searchParams.get('after'), 'after');
+        const limit = intParam(url, 'limit', DEFAULT_HISTORY_LIMIT, 1, MAX_HISTORY_LIMIT);
+        const userId = optionalId(url.searchParams.get('user_id'), 'user_id');
+        const principal = await o.auth.authenticate(bearerFromHttp(req, url));
+        const page = await h.listThreads(principal, { after, limit, userId });
+        endJson(
+          res,
+          200,
+          `{"threads":${JSON.stringify(page.threads)},"next_after":${JSON.stringify(page.nextAfter ?? null)},"has_more":${page.hasMore}}`,
+        );
+      } catch (err) {
+        sendError(res, err);
+      }
+    },
+  };
+
   /** An events page; with `wait_ms` > 0, a long-poll that waits for the first events past the cursor. */
   const events = async (
     p: Principal,
@@ -183,6 +207,7 @@ export function historyRoutes(o: HistoryRoutesOptions): Route[] {
 
   const EVENTS = [...PAGING, 'categories', 'event_types', 'wait_ms'];
   return [
+    threadsRoute,
     route('GET', `${THREAD}/events`, [...EVENTS, 'run_id'], (p, ids, url, res) =>
       events(p, ids.threadId, optionalId(url.searchParams.get('run_id'), 'run_id'), url, res),
     ),
