@@ -10,7 +10,7 @@ import { runCli, startCli } from './helpers/cli.js';
 import { randomName, type Stack, startStack, threadRows } from './helpers/stack.js';
 import { waitFor } from './helpers/wait.js';
 
-const SUBCOMMANDS = ['serve', 'tail', 'publish', 'token', 'migrate', 'threads', 'runs'];
+const SUBCOMMANDS = ['serve', 'tail', 'publish', 'token', 'migrate', 'threads', 'runs', 'export', 'import'];
 const SECRET = 'cli-test-secret-of-at-least-32-bytes!!';
 
 const line = (o: Record<string, unknown>): string => JSON.stringify(o);
@@ -52,6 +52,10 @@ test('bad flags exit 2 naming the flag', async () => {
     [['threads', '--limit', '5000'], /--limit "5000": must be an integer in \[1, 1000\]/],
     [['threads', '--url', 'ftp://x'], /--url "ftp:\/\/x": must be an http:\/\/ or https:\/\/ URL/],
     [['runs'], /<thread_id> is required/],
+    [['export'], /<thread_id> is required/],
+    [['export', 't1', '--after-seq=-1'], /--after-seq "-1": must be an integer ≥ 0/],
+    [['import'], /<file> is required/],
+    [['import', 'f.jsonl', '--thread', 'a b'], /--thread "a b": must match/],
     [['runs', 't1', '--status', 'done'], /--status "done": must be one of pending, running/],
   ];
   for (const [args, message] of cases) {
@@ -227,6 +231,65 @@ describe('against an open broker', () => {
     const down = await runCli(['threads', '--url', 'http://127.0.0.1:1'], { env });
     assert.equal(down.code, 1);
     assert.match(down.stderr, /cannot reach the broker at http:\/\/127\.0\.0\.1:1/);
+  });
+
+  test('export writes a thread as JSON lines; import brings it back, once, into another thread', async () => {
+    const t = randomName('cli-');
+    const input = Array.from({ length: 1234 }, (_, i) =>
+      line({
+        run_id: `r-${i % 3}`,
+        event_id: `e${i + 1}`,
+        event_type: 'ai_chunk',
+        category: i % 5 === 0 ? 'trace' : 'message',
+        user_id: i % 2 === 0 ? 'alice' : '',
+        created_at: new Date(Date.UTC(2026, 0, 1, 0, 0, 0, i)).toISOString(),
+        content: { i, text: `token ${i}` },
+        metadata: { n: i },
+      }),
+    ).join('\n');
+    assert.equal((await runCli(['publish', '--thread', t, '--ack', 'PERSISTED'], { env, input })).code, 0);
+
+    const dir = mkdtempSync(join(tmpdir(), 'rs-cli-'));
+    const file = join(dir, 'export.jsonl');
+    const exported = await runCli(['export', t, '--out', file], { env });
+    assert.equal(exported.code, 0, exported.stderr);
+    assert.equal(exported.stdout, `exported 1234 events of ${t} to ${file}\n`);
+    const toStdout = await runCli(['export', t, '--after-seq', '1230'], { env });
+    assert.deepEqual(
+      toStdout.stdout
+        .trimEnd()
+        .split('\n')
+        .map((l) => (JSON.parse(l) as { seq: number }).seq),
+      [1231, 1232, 1233, 1234],
+    );
+
+    const copy = randomName('cli-copy-');
+    const imported = await runCli(['import', file, '--thread', copy, '--batch', '200'], { env });
+    assert.equal(imported.code, 0, imported.stderr);
+    assert.equal(imported.stdout, `imported 1234 events into ${copy} at PERSISTED\n`);
+    const again = await runCli(['import', file, '--thread', copy], { env });
+    assert.equal(again.code, 0, again.stderr);
+    assert.equal(again.stdout, `imported 0 events into ${copy} at PERSISTED; 1234 were there already\n`);
+
+    // The copy is the original, event for event, but for its thread.
+    const original = (await runCli(['export', t], { env })).stdout.trimEnd().split('\n');
+    const back = (await runCli(['export', copy], { env })).stdout.trimEnd().split('\n');
+    assert.equal(back.length, 1234);
+    const strip = (l: string) => {
+      const { thread_id: _t, offset: _o, ...rest } = JSON.parse(l) as Record<string, unknown>;
+      return rest;
+    };
+    assert.deepEqual(back.map(strip), original.map(strip));
+
+    // An import line without its id is refused, and nothing of the file is stored.
+    const partial = join(dir, 'partial.jsonl');
+    writeFileSync(
+      partial,
+      `${original[0]}\n${line({ run_id: 'r', event_type: 'x', category: 'message' })}\n`,
+    );
+    const refused = await runCli(['import', partial, '--thread', randomName('cli-none-')], { env });
+    assert.equal(refused.code, 1);
+    assert.match(refused.stderr, /line 2: event_id: is required/);
   });
 
   test('migrate says the database is up to date; a missing database is named, with how to create it', async () => {

@@ -5,6 +5,7 @@
  * input on the command line (the message names the flag).
  */
 import { EXIT_OK, EXIT_USAGE, type Subcommand } from './args.js';
+import { exportCommand, importCommand } from './export-import.js';
 import { migrateCommand } from './migrate.js';
 import { publishCommand } from './publish.js';
 import { processIo, runCommand } from './run.js';
@@ -21,6 +22,8 @@ const SUBCOMMANDS: readonly Subcommand[] = [
   migrateCommand,
   threadsCommand,
   runsCommand,
+  exportCommand,
+  importCommand,
 ];
 
 function usage(): string {
