@@ -243,7 +243,8 @@ BROKER_STARTED_AT=0
 start_broker() {
   local from
   from=$(log_size "$DATA/broker.log")
-  setsid node dist/src/main.js >>"$DATA/broker.log" 2>&1 </dev/null 9>&- &
+  # Readable lines for a person reading the log (RS_LOG_FORMAT=json: JSON, the default elsewhere).
+  RS_LOG_FORMAT="${RS_LOG_FORMAT:-pretty}" setsid node dist/src/main.js >>"$DATA/broker.log" 2>&1 </dev/null 9>&- &
   BROKER_PID=$!
   BROKER_STARTED_AT=$SECONDS
   echo "$BROKER_PID" >"$DATA/broker.pid"

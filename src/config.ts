@@ -7,6 +7,7 @@
 import type { AuthConfig } from './auth/jwt.js';
 import { checkHmacSecret, parsePublicKey, readJwksFile, readPublicKeyPem } from './auth/keys.js';
 import { parseOriginEntry } from './auth/origin.js';
+import type { LogFormat } from './logger.js';
 
 export const DEFAULT_GRPC_PORT = 50051;
 export const DEFAULT_HTTP_PORT = 8080;
@@ -129,6 +130,8 @@ export interface Config extends AuthConfig {
   readonly grpcSubscribeMaxBufferedBytes: number;
   readonly shutdownGraceMs: number;
   readonly logLevel: string;
+  /** `json` (default) or `pretty` (readable lines, for `make run`). */
+  readonly logFormat: LogFormat;
   /** Browser origins allowed (exact or `https://*.example.com`); undefined = any origin. */
   readonly allowedOrigins: readonly string[] | undefined;
   /**
@@ -261,6 +264,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     ),
     shutdownGraceMs: int('RS_SHUTDOWN_GRACE_MS', DEFAULT_SHUTDOWN_GRACE_MS, 0, 600_000),
     logLevel: str('LOG_LEVEL', 'info', /^(fatal|error|warn|info|debug|trace|silent)$/),
+    logFormat: str('RS_LOG_FORMAT', 'json', /^(json|pretty)$/) as LogFormat,
     testLoosenValidation: testLoosenings(str('RS_TEST_LOOSEN_VALIDATION', ''), problems),
     ...authConfig(env, problems, int),
     ...overrides,

@@ -1,8 +1,16 @@
 import { pino } from 'pino';
+import pretty from 'pino-pretty';
 
 export type Logger = pino.Logger;
 
-/** The process logger: JSON lines on stdout (pino). */
-export function createLogger(level: string, name = 'runstream'): Logger {
-  return pino({ name, level });
+/** `json`: one JSON object per line (the default, for machines); `pretty`: for a person reading. */
+export type LogFormat = 'json' | 'pretty';
+
+/** The process logger on stdout (pino): JSON lines, or readable lines (pino-pretty, synchronous). */
+export function createLogger(level: string, name = 'runstream', format: LogFormat = 'json'): Logger {
+  if (format === 'json') return pino({ name, level });
+  return pino(
+    { name, level },
+    pretty({ sync: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname,name', singleLine: true }),
+  );
 }

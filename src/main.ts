@@ -7,18 +7,33 @@
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startBroker } from './broker.js';
-import { ConfigError, loadConfig } from './config.js';
+import { type Config, ConfigError, loadConfig } from './config.js';
 import { createLogger } from './logger.js';
+import { explainPostgresError } from './persist/connect-errors.js';
 
 /** Runs the broker as this process, until a signal ends it (which exits the process). */
 export function serve(): void {
   main().catch((err: unknown) => {
-    process.stderr.write(
-      `runstream: failed to start: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
-    );
+    process.stderr.write(`runstream: failed to start: ${startupProblem(err)}\n`);
     process.exit(1);
   });
 }
+
+/**
+ * One line for a failed start: what is wrong and what to do (a missing database is named,
+ * with how to create it). At LOG_LEVEL=debug or trace, the stack too.
+ */
+function startupProblem(err: unknown): string {
+  const known =
+    startupConfig === undefined ? undefined : explainPostgresError(err, startupConfig.databaseUrl);
+  if (known !== undefined) return known;
+  if (!(err instanceof Error)) return String(err);
+  return startupConfig?.logLevel === 'debug' || startupConfig?.logLevel === 'trace'
+    ? (err.stack ?? err.message)
+    : err.message.replace(/\s*\n\s*/g, ' ');
+}
+
+let startupConfig: Config | undefined;
 
 async function main(): Promise<void> {
   let config: ReturnType<typeof loadConfig>;
@@ -31,7 +46,8 @@ async function main(): Promise<void> {
     }
     throw err;
   }
-  const log = createLogger(config.logLevel);
+  startupConfig = config;
+  const log = createLogger(config.logLevel, 'runstream', config.logFormat);
   // A promise nobody awaited is a bug to fix, not a reason to drop every connection: log it.
   // (An uncaught exception still ends the process: its state is unknown.)
   process.on('unhandledRejection', (err: unknown) => log.error({ err }, 'unhandled promise rejection'));

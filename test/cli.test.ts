@@ -292,6 +292,35 @@ describe('against an open broker', () => {
     assert.match(refused.stderr, /line 2: event_id: is required/);
   });
 
+  test('serve: a missing database is one line naming it and how to create it; RS_LOG_FORMAT=pretty reads', async () => {
+    const base = {
+      RS_HOST: '127.0.0.1',
+      GRPC_PORT: '0',
+      HTTP_PORT: '0',
+      NATS_URL: stack.servers.nats.url,
+      RS_STREAM: randomName('RS_'),
+      RS_SUBJECT_PREFIX: randomName('rs'),
+    };
+    const url = new URL(stack.servers.pg.url);
+    url.pathname = '/no_such_db';
+    const failed = await runCli(['serve'], { env: { ...base, DATABASE_URL: url.toString() } });
+    assert.equal(failed.code, 1);
+    assert.match(
+      failed.stderr,
+      /^runstream: failed to start: database "no_such_db" does not exist on 127\.0\.0\.1:\d+ \(DATABASE_URL\): create it with `createdb -h 127\.0\.0\.1 -p \d+ -U \w+ no_such_db`.*\n$/,
+    );
+
+    const serve = startCli(['serve'], {
+      env: { ...base, DATABASE_URL: stack.servers.pg.url, RS_LOG_FORMAT: 'pretty', LOG_LEVEL: 'info' },
+    });
+    await waitFor(() => serve.stdout().includes('runstream started'));
+    serve.child.kill('SIGTERM');
+    const r = await serve.done;
+    assert.equal(r.code, 0, r.stderr);
+    const started = r.stdout.split('\n').find((l) => l.includes('runstream started')) as string;
+    assert.match(started, /^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: runstream started /);
+  });
+
   test('migrate says the database is up to date; a missing database is named, with how to create it', async () => {
     const r = await runCli(['migrate'], { env: { DATABASE_URL: stack.servers.pg.url } });
     assert.equal(r.code, 0, r.stderr);
