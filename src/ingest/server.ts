@@ -5,6 +5,7 @@ import * as grpc from '@grpc/grpc-js';
 import { watchExpiry } from '../auth/expiry.js';
 import { type Authenticator, bearerFromGrpc, type Principal } from '../auth/principal.js';
 import type { LogRecord } from '../domain/event.js';
+import { parseTraceparent, TRACEPARENT_KEY, withTraceparent } from '../domain/trace.js';
 import {
   ErrorCode,
   InvalidArgumentError,
@@ -85,7 +86,7 @@ export class IngestService {
         }
         this.#o.auth
           .authenticate(bearerFromGrpc(call.metadata))
-          .then((principal) => this.#issue(call.request, principal))
+          .then((principal) => this.#issue(call.request, principal, undefined, traceparentOf(call.metadata)))
           .then((issued) => issued.result)
           .finally(() => budget.release(bytes))
           .then(
@@ -113,12 +114,19 @@ export class IngestService {
     req: PublishRequest__Output,
     principal: Principal,
     onValidated?: (records: LogRecord[]) => void,
+    traceparent?: string,
   ): Promise<Issued> {
     const ack = req.ack as string | number;
     if (ack !== 'ACK_LEVEL_UNSPECIFIED' && ack !== 'ACCEPTED' && ack !== 'PERSISTED') {
       throw new InvalidArgumentError('ack', `unknown ack level ${String(ack)}`);
     }
     const records = validateEvents(req.events, this.#o.limits);
+    if (traceparent !== undefined) {
+      for (let i = 0; i < records.length; i++) {
+        const r = records[i] as LogRecord;
+        records[i] = { ...r, metadata_json: withTraceparent(r.metadata_json, traceparent) };
+      }
+    }
     authorizePublish(records, principal);
     onValidated?.(records);
     const pending = ack === 'PERSISTED' ? await this.#o.waiter.prepare(records) : undefined;
@@ -263,6 +271,8 @@ export class IngestService {
       call.emit('error', { ...status, details: `${prefix}${status.details}` });
     };
     const principal = this.#o.auth.authenticate(bearerFromGrpc(call.metadata));
+    // One trace for the stream's events, from the call's metadata.
+    const traceparent = traceparentOf(call.metadata);
     principal.then(
       (p) => {
         if (failed || ended) return;
@@ -281,7 +291,7 @@ export class IngestService {
       inflightBytes += bytes;
       budget.take(bytes);
       pace();
-      const issued = issueChain.then(async () => this.#issue(req, await principal, observe));
+      const issued = issueChain.then(async () => this.#issue(req, await principal, observe, traceparent));
       issueChain = issued.catch(() => undefined);
       respondChain = respondChain.then(async () => {
         try {
@@ -330,6 +340,12 @@ export class IngestService {
     }
     return { code: e.grpcStatus, details: e.message };
   }
+}
+
+/** The call's W3C `traceparent`, when it has a valid one. */
+function traceparentOf(metadata: grpc.Metadata): string | undefined {
+  const v = metadata.get(TRACEPARENT_KEY)[0];
+  return parseTraceparent(typeof v === 'string' ? v : v?.toString());
 }
 
 function ackLabel(ack: string | number): AckLabel {
