@@ -4,7 +4,7 @@
  * {@link loadConfig} builds a typed, validated, frozen {@link Config} once and fails
  * fast with every bad field named, so a misconfigured deployment never half-starts.
  */
-import type { AuthConfig } from './auth/jwt.js';
+import { type AuthConfig, DEFAULT_JWKS_CACHE_MS, DEFAULT_JWKS_COOLDOWN_MS } from './auth/jwt.js';
 import { checkHmacSecret, parsePublicKey, readJwksFile, readPublicKeyPem } from './auth/keys.js';
 import { parseOriginEntry } from './auth/origin.js';
 import type { LogFormat } from './logger.js';
@@ -290,6 +290,9 @@ type AuthFields =
   | 'jwtSecret'
   | 'jwtPublicKey'
   | 'jwtJwksFile'
+  | 'jwtJwksUrl'
+  | 'jwtJwksCacheMs'
+  | 'jwtJwksCooldownMs'
   | 'jwtIssuer'
   | 'jwtAudience'
   | 'jwtClockToleranceMs'
@@ -321,10 +324,12 @@ function authConfig(
   const jwtSecret = opt('RS_JWT_SECRET');
   const jwtPublicKey = opt('RS_JWT_PUBLIC_KEY');
   const jwtJwksFile = opt('RS_JWT_JWKS_FILE');
+  const jwtJwksUrl = opt('RS_JWT_JWKS_URL');
   const keys = [
     ['RS_JWT_SECRET', jwtSecret],
     ['RS_JWT_PUBLIC_KEY', jwtPublicKey],
     ['RS_JWT_JWKS_FILE', jwtJwksFile],
+    ['RS_JWT_JWKS_URL', jwtJwksUrl],
   ].filter(([, v]) => v !== undefined);
   if (keys.length > 1) {
     problems.push(`${keys.map(([n]) => n).join(', ')}: set only one JWT key source`);
@@ -334,6 +339,17 @@ function authConfig(
     check('RS_JWT_PUBLIC_KEY', () => parsePublicKey(readPublicKeyPem(jwtPublicKey)));
   }
   if (jwtJwksFile !== undefined) check('RS_JWT_JWKS_FILE', () => readJwksFile(jwtJwksFile));
+  if (jwtJwksUrl !== undefined) {
+    check('RS_JWT_JWKS_URL', () => {
+      let url: URL;
+      try {
+        url = new URL(jwtJwksUrl);
+      } catch {
+        throw new Error(`${JSON.stringify(jwtJwksUrl)} is not a URL`);
+      }
+      if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new Error('must be an https:// URL');
+    });
+  }
 
   const jwtIssuer = list('RS_JWT_ISSUER');
   const jwtAudience = list('RS_JWT_AUDIENCE');
@@ -345,7 +361,7 @@ function authConfig(
     ] as const) {
       if (v.length > 0)
         problems.push(
-          `${name}: set, but no JWT key is (RS_JWT_SECRET, RS_JWT_PUBLIC_KEY or RS_JWT_JWKS_FILE)`,
+          `${name}: set, but no JWT key is (RS_JWT_SECRET, RS_JWT_PUBLIC_KEY, RS_JWT_JWKS_FILE or RS_JWT_JWKS_URL)`,
         );
     }
   }
@@ -367,6 +383,9 @@ function authConfig(
     jwtSecret,
     jwtPublicKey,
     jwtJwksFile,
+    jwtJwksUrl,
+    jwtJwksCacheMs: int('RS_JWT_JWKS_CACHE_MS', DEFAULT_JWKS_CACHE_MS, 1000, 86_400_000),
+    jwtJwksCooldownMs: int('RS_JWT_JWKS_COOLDOWN_MS', DEFAULT_JWKS_COOLDOWN_MS, 0, 3_600_000),
     jwtIssuer,
     jwtAudience,
     jwtClockToleranceMs: int('RS_JWT_CLOCK_TOLERANCE_MS', DEFAULT_JWT_CLOCK_TOLERANCE_MS, 0, 300_000),

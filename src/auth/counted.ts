@@ -21,8 +21,10 @@ export function countingAuthenticator(auth: Authenticator, refusals: Counter<'re
       try {
         p = await auth.authenticate(token);
       } catch (err) {
-        const expired = toRunstreamError(err).code === ErrorCode.TokenExpired;
-        refusals.inc({ reason: expired ? 'token_expired' : 'unauthenticated' });
+        // A key set that cannot be fetched (RS_JWT_JWKS_URL) is no refusal of the token.
+        const { code } = toRunstreamError(err);
+        if (code === ErrorCode.TokenExpired) refusals.inc({ reason: 'token_expired' });
+        else if (code === ErrorCode.Unauthenticated) refusals.inc({ reason: 'unauthenticated' });
         throw err;
       }
       return {

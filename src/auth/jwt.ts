@@ -4,8 +4,8 @@
  * source: an HMAC secret, a PEM public key, or a JWKS file.
  */
 import { createSecretKey, type KeyObject } from 'node:crypto';
-import { errors, type JWTPayload, type JWTVerifyGetKey, jwtVerify } from 'jose';
-import { TokenExpiredError, UnauthenticatedError } from '../errors.js';
+import { createRemoteJWKSet, errors, type JWTPayload, type JWTVerifyGetKey, jwtVerify } from 'jose';
+import { ErrorCode, RunstreamError, TokenExpiredError, UnauthenticatedError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { principalFromClaims } from './claims.js';
 import { JwksFile } from './jwks-file.js';
@@ -18,6 +18,13 @@ import {
 } from './keys.js';
 import { type Authenticator, OPEN_AUTHENTICATOR, type Principal } from './principal.js';
 
+/** How long a fetched JWKS (RS_JWT_JWKS_URL) is used before it is fetched again. */
+export const DEFAULT_JWKS_CACHE_MS = 10 * 60_000;
+/** A token with an unknown `kid` fetches the JWKS again at most this often. */
+export const DEFAULT_JWKS_COOLDOWN_MS = 30_000;
+/** A JWKS fetch that takes longer fails (the request is refused as unavailable). */
+export const JWKS_FETCH_TIMEOUT_MS = 5_000;
+
 /** Longer than any sane JWT; refusing early keeps junk out of the crypto. */
 export const MAX_TOKEN_LENGTH = 16 * 1024;
 
@@ -29,6 +36,14 @@ export interface AuthConfig {
   readonly jwtPublicKey: string | undefined;
   /** Path of a JWKS file of public keys, selected by the token's `kid`; re-read when it changes. */
   readonly jwtJwksFile: string | undefined;
+  /**
+   * URL of a JWKS (an identity provider's `jwks_uri`), fetched when first needed and cached
+   * for {@link AuthConfig.jwtJwksCacheMs}; a token naming an unknown `kid` fetches it again
+   * (at most once per {@link AuthConfig.jwtJwksCooldownMs}), so rotation needs no restart.
+   */
+  readonly jwtJwksUrl?: string | undefined;
+  readonly jwtJwksCacheMs?: number | undefined;
+  readonly jwtJwksCooldownMs?: number | undefined;
   /** Accepted `iss` values; empty = not checked. */
   readonly jwtIssuer: readonly string[];
   /** Accepted `aud` values (a token needs one of them); empty = not checked. */
@@ -40,7 +55,7 @@ interface KeySource {
   readonly key: KeyObject | JWTVerifyGetKey;
   /** Undefined for a JWKS: jose then checks each key against the token's `alg`. */
   readonly algorithms: string[] | undefined;
-  readonly kind: 'hmac' | 'public-key' | 'jwks';
+  readonly kind: 'hmac' | 'public-key' | 'jwks' | 'jwks-url';
 }
 
 export class JwtAuthenticator implements Authenticator {
@@ -80,10 +95,24 @@ export class JwtAuthenticator implements Authenticator {
           ? await jwtVerify(token, key, options)
           : await jwtVerify(token, key, options));
     } catch (err) {
+      if (this.#source.kind === 'jwks-url' && keySetUnreachable(err)) {
+        throw new RunstreamError(
+          ErrorCode.Unavailable,
+          'the key set (RS_JWT_JWKS_URL) cannot be fetched; retry later',
+          { cause: err },
+        );
+      }
       throw toAuthError(err);
     }
     return principalFromClaims(payload, c.jwtClockToleranceMs);
   }
+}
+
+/** The remote key set did not answer, or not with a key set: the token is not at fault. */
+function keySetUnreachable(err: unknown): boolean {
+  if (err instanceof errors.JWKSTimeout || err instanceof errors.JWKSInvalid) return true;
+  if (err instanceof errors.JOSEError) return false;
+  return err instanceof TypeError || (err as { name?: string } | null)?.name === 'AbortError';
 }
 
 /** A jose failure as the client should see it: what was wrong, never key material. */
@@ -123,12 +152,25 @@ function keySource(c: AuthConfig, log: Logger | undefined): KeySource {
   if (c.jwtJwksFile !== undefined) {
     return { key: new JwksFile(c.jwtJwksFile, log).resolve, algorithms: undefined, kind: 'jwks' };
   }
+  if (c.jwtJwksUrl !== undefined) {
+    const key = createRemoteJWKSet(new URL(c.jwtJwksUrl), {
+      cacheMaxAge: c.jwtJwksCacheMs ?? DEFAULT_JWKS_CACHE_MS,
+      cooldownDuration: c.jwtJwksCooldownMs ?? DEFAULT_JWKS_COOLDOWN_MS,
+      timeoutDuration: JWKS_FETCH_TIMEOUT_MS,
+    });
+    return { key, algorithms: undefined, kind: 'jwks-url' };
+  }
   throw new Error('no JWT key configured');
 }
 
 /** Whether the config names a key, i.e. whether the broker authenticates at all. */
 export function authEnabled(c: AuthConfig): boolean {
-  return c.jwtSecret !== undefined || c.jwtPublicKey !== undefined || c.jwtJwksFile !== undefined;
+  return (
+    c.jwtSecret !== undefined ||
+    c.jwtPublicKey !== undefined ||
+    c.jwtJwksFile !== undefined ||
+    c.jwtJwksUrl !== undefined
+  );
 }
 
 /**
@@ -152,7 +194,7 @@ export function logAuthMode(
   if (!auth.enabled) {
     log.warn(
       'AUTHENTICATION IS OFF: anyone who can reach the gRPC and HTTP ports can read, publish and cancel ' +
-        'on every thread. Set RS_JWT_SECRET, RS_JWT_PUBLIC_KEY or RS_JWT_JWKS_FILE to require tokens.',
+        'on every thread. Set RS_JWT_SECRET, RS_JWT_PUBLIC_KEY, RS_JWT_JWKS_FILE or RS_JWT_JWKS_URL to require tokens.',
     );
   } else {
     log.info(
