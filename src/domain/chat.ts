@@ -152,6 +152,14 @@ export function toolCallsOf(content: unknown, seq: number): ChatToolCall[] {
 }
 
 /** Which message an event belongs to, in scan order (either direction gives the same groups). */
+/** An assistant event with no `metadata.id`: it goes on its run's anonymous message, if the run's last chat event was one. */
+export function isAnonymousAssistant(e: Pick<ChatInput, 'event_type' | 'metadata_json'>): boolean {
+  const kind = kindOf(e.event_type);
+  return (
+    (kind === 'chunk' || kind === 'whole' || kind === 'call') && metadataId(e.metadata_json) === undefined
+  );
+}
+
 export class ChatKeys {
   /** Per run: the key of the anonymous assistant message the previous chat event belonged to. */
   readonly #anon = new Map<string, string>();
