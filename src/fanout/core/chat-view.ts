@@ -100,6 +100,8 @@ export class ChatViewSink<F> implements SubscriptionSink {
   /** An end, deletion or error is queued: what is before it still goes out. */
   #final = false;
   #over = false;
+  /** The view stopped with events it never sent out. */
+  #dropped = false;
 
   constructor(inner: QueuedSink<F>, resources: SubscriptionResources, threadId: string) {
     this.#inner = inner;
@@ -112,7 +114,12 @@ export class ChatViewSink<F> implements SubscriptionSink {
   }
 
   resumeCursor(sub: Subscription): number {
-    return this.#started ? this.#cursor : sub.cursor;
+    if (!this.#started) return sub.cursor;
+    // With nothing waiting or under way, every event up to the subscription's cursor went out
+    // or was no chat event (filtered before the view): resuming there repeats nothing.
+    if (!this.#running && this.#tasks.length === 0 && !this.#dropped)
+      return Math.max(this.#cursor, sub.cursor);
+    return this.#cursor;
   }
 
   started(sub: Subscription, cursor: number): void {
@@ -223,6 +230,8 @@ export class ChatViewSink<F> implements SubscriptionSink {
   }
 
   #stop(): void {
+    // Events waiting or under way that will not go out: the client resumes before them.
+    if (this.#running || this.#tasks.length > 0) this.#dropped = true;
     this.#over = true;
     this.#tasks = [];
     this.#pendingBytes = 0;
