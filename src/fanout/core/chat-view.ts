@@ -122,7 +122,7 @@ export class ChatViewSink<F> implements SubscriptionSink {
     return this.#cursor;
   }
 
-  started(sub: Subscription, cursor: number): void {
+  started(_sub: Subscription, cursor: number): void {
     this.#started = true;
     this.#cursor = cursor;
     if (cursor > 0) this.#seed(cursor);
