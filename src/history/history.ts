@@ -9,7 +9,7 @@
 import type pg from 'pg';
 import type { Principal } from '../auth/principal.js';
 import { readScope, writeScope } from '../auth/scope.js';
-import type { CategoryName, StoredEvent } from '../domain/event.js';
+import type { StoredEvent } from '../domain/event.js';
 import type { RunStatusName } from '../domain/run-lifecycle.js';
 import { ErrorCode, RunstreamError } from '../errors.js';
 import { readEventsPage } from '../persist/queries.js';
@@ -21,7 +21,7 @@ import { pageCursors } from './page-cursors.js';
 export interface EventsQuery {
   readonly threadId: string;
   readonly runId?: string | undefined;
-  readonly categories?: ReadonlySet<CategoryName> | undefined;
+  readonly categories?: ReadonlySet<string> | undefined;
   readonly eventTypes?: ReadonlySet<string> | undefined;
   readonly afterSeq: number;
   /** Set (>= 1): the page below it, newest first. */

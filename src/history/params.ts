@@ -3,7 +3,7 @@
  * input with the same `<field>: <problem>` message.
  */
 
-import { CATEGORIES, type CategoryName } from '../domain/event.js';
+import { CATEGORY_PATTERN } from '../domain/event.js';
 import { MAX_FILTER_VALUES } from '../domain/filter.js';
 import { EVENT_TYPE_PATTERN } from '../domain/ids.js';
 import { RUN_STATUSES, type RunStatusName } from '../domain/run-lifecycle.js';
@@ -47,13 +47,13 @@ function list<T extends string>(
   return raw as T[];
 }
 
-/** Category names (`message`, `trace`, `lifecycle`); empty means all. */
-export function categoriesOf(raw: readonly string[] | undefined): ReadonlySet<CategoryName> | undefined {
-  const names = list<CategoryName>(
+/** Category names (`message`, `trace`, `lifecycle` or any other); empty means all. */
+export function categoriesOf(raw: readonly string[] | undefined): ReadonlySet<string> | undefined {
+  const names = list<string>(
     raw,
     'categories',
-    (v) => (CATEGORIES as readonly string[]).includes(v),
-    'message, trace or lifecycle',
+    (v) => CATEGORY_PATTERN.test(v),
+    'a category name (a lower-case identifier matching [a-z][a-z0-9_]{0,63})',
   );
   return names && new Set(names);
 }

@@ -3,7 +3,7 @@
  * form, {@link eventJson}; runs and chat messages in snake_case with JSON values inline)
  * and the `runstream.v1` messages for gRPC.
  */
-import { eventJson, type StoredEvent } from '../domain/event.js';
+import { categoryEnum, eventJson, type StoredEvent } from '../domain/event.js';
 import type { RunStatusName } from '../domain/run-lifecycle.js';
 import type { Timestamp } from '../gen/google/protobuf/Timestamp.js';
 import type { ChatMessage as ProtoChatMessage } from '../gen/runstream/v1/ChatMessage.js';
@@ -20,15 +20,14 @@ export function timestamp(iso: string): Timestamp {
   return { seconds: Math.floor(ms / 1000), nanos: (((ms % 1000) + 1000) % 1000) * 1_000_000 };
 }
 
-const PROTO_CATEGORY = { message: 'MESSAGE', trace: 'TRACE', lifecycle: 'LIFECYCLE' } as const;
-
 export function eventProto(e: StoredEvent): ProtoEvent {
   return {
     thread_id: e.thread_id,
     run_id: e.run_id,
     event_id: e.event_id,
     event_type: e.event_type,
-    category: PROTO_CATEGORY[e.category],
+    category: categoryEnum(e.category),
+    category_name: e.category,
     user_id: e.user_id,
     created_at: timestamp(e.created_at),
     content_json: e.content_json,

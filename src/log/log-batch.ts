@@ -32,8 +32,11 @@ import { msgId } from './subjects.js';
 
 /** Bytes of a log message other than its events' payloads, at most: header, ids, subject, headers. */
 export const LOG_MESSAGE_OVERHEAD_BYTES = 1024;
-/** Header bytes of one event in a message, at most (ids of 128 characters, a 64-character type). */
-export const LOG_EVENT_OVERHEAD_BYTES = 512;
+/**
+ * Header bytes of one event in a message, at most: ids of 128 characters, a 64-character type
+ * (escaped, up to twice that), a 64-character category name, its times and the keys.
+ */
+export const LOG_EVENT_OVERHEAD_BYTES = 768;
 
 export interface LogMessage {
   readonly threadId: string;

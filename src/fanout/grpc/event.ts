@@ -11,16 +11,9 @@
  * falls back to a full parse, so a change to {@link eventJson} can cost speed, never
  * correctness.
  */
-import type { CategoryName } from '../../domain/event.js';
-import type { Category } from '../../gen/runstream/v1/Category.js';
+import { CATEGORY_PATTERN, categoryEnum } from '../../domain/event.js';
 import type { Event } from '../../gen/runstream/v1/Event.js';
 import { eventJsonParts, jsonValueEnd } from '../core/event-json-parts.js';
-
-const PROTO_CATEGORY: Readonly<Record<CategoryName, Category>> = {
-  message: 'MESSAGE',
-  trace: 'TRACE',
-  lifecycle: 'LIFECYCLE',
-};
 
 /** The proto form of an event's {@link eventJson} text. */
 export function eventProtoFromJson(json: string): Event {
@@ -65,8 +58,8 @@ function cutEvent(json: string): Event | undefined {
     pos = jsonValueEnd(json, pos);
     const event_type = JSON.parse(json.slice(typeStart, pos)) as string;
     expect(',"category":"');
-    const category = PROTO_CATEGORY[until('"') as CategoryName];
-    if (category === undefined) throw new ShapeError('category');
+    const category_name = until('"');
+    if (!CATEGORY_PATTERN.test(category_name)) throw new ShapeError('category');
     expect('","user_id":"');
     const user_id = until('"');
     expect('","created_at":"');
@@ -80,7 +73,8 @@ function cutEvent(json: string): Event | undefined {
       run_id,
       event_id,
       event_type,
-      category,
+      category: categoryEnum(category_name),
+      category_name,
       user_id,
       created_at: timestamp(createdAt),
       content_json,
@@ -101,7 +95,8 @@ function parseEvent(json: string): Event {
     run_id: String(e.run_id),
     event_id: String(e.event_id),
     event_type: String(e.event_type),
-    category: PROTO_CATEGORY[e.category as CategoryName] ?? 'CATEGORY_UNSPECIFIED',
+    category: categoryEnum(String(e.category)),
+    category_name: String(e.category),
     user_id: typeof e.user_id === 'string' ? e.user_id : '',
     created_at: timestamp(String(e.created_at)),
     content_json: JSON.stringify(e.content ?? null),
