@@ -8,6 +8,7 @@
  */
 
 import { EVENT_TYPE_PATTERN, ID_PATTERN as LOG_ID } from './ids.js';
+import { timeTextMs } from './time-text.js';
 
 /**
  * The categories the broker gives a meaning to: `message` (the conversation, counted as
@@ -88,8 +89,13 @@ export interface LogRecord {
   /** One of {@link CATEGORIES}, or any other name matching {@link CATEGORY_PATTERN}. */
   readonly category: string;
   readonly user_id: string;
-  /** RFC 3339, millisecond precision, UTC. */
+  /** RFC 3339, millisecond precision, UTC: the instant, for runs' times and the proto Timestamp. */
   readonly created_at: string;
+  /**
+   * The producer's own text of created_at (domain/time-text.ts), which clients get instead of
+   * `created_at`, exactly as given. Absent when the producer gave none.
+   */
+  readonly created_at_text?: string | undefined;
   /** Any JSON value, as the producer's text. */
   readonly content_json: string;
   /** A JSON object, as the producer's text. */
@@ -110,7 +116,7 @@ export function eventJson(e: StoredEvent): string {
   return (
     `{"seq":${e.seq},"offset":${e.offset},"thread_id":"${e.thread_id}","run_id":"${e.run_id}"` +
     `,"event_id":"${e.event_id}","event_type":${JSON.stringify(e.event_type)},"category":"${e.category}"` +
-    `,"user_id":"${e.user_id}","created_at":"${e.created_at}"` +
+    `,"user_id":"${e.user_id}","created_at":"${e.created_at_text ?? e.created_at}"` +
     `,"content":${e.content_json},"metadata":${e.metadata_json}}`
   );
 }
@@ -132,6 +138,11 @@ export function decodeLogRecord(value: unknown): LogRecord {
   if (typeof r.event_type !== 'string' || !EVENT_TYPE_PATTERN.test(r.event_type)) bad('event_type');
   if (typeof r.category !== 'string' || !CATEGORY_PATTERN.test(r.category)) bad('category');
   if (typeof r.created_at !== 'string' || Number.isNaN(Date.parse(r.created_at))) bad('created_at');
+  if (
+    r.created_at_text !== undefined &&
+    (typeof r.created_at_text !== 'string' || timeTextMs(r.created_at_text) === undefined)
+  )
+    bad('created_at_text');
   if (typeof r.content_json !== 'string') bad('content_json');
   if (typeof r.metadata_json !== 'string') bad('metadata_json');
   return r as LogRecord;

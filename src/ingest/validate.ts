@@ -6,6 +6,7 @@
 import { v7 as uuidv7 } from 'uuid';
 import { CATEGORY_PATTERN, CATEGORY_RULE, categoryOfEnum, type LogRecord } from '../domain/event.js';
 import { EVENT_TYPE_PATTERN, optionalId, requiredId } from '../domain/ids.js';
+import { TIME_TEXT_RULE, timeTextMs } from '../domain/time-text.js';
 import { InvalidArgumentError, quote } from '../errors.js';
 import type { Event__Output } from '../gen/runstream/v1/Event.js';
 import { jsonTextProblem } from './json-text.js';
@@ -77,7 +78,7 @@ function validateEvent(
   }
   checkJson(metadataJson, `${path}.metadata_json`, true, limits.maxJsonDepth);
 
-  return {
+  const record: LogRecord = {
     thread_id: e.thread_id,
     run_id: e.run_id,
     event_id: e.event_id === '' ? uuidv7() : e.event_id,
@@ -88,6 +89,15 @@ function validateEvent(
     content_json: e.content_json,
     metadata_json: metadataJson,
   };
+  const text = e.created_at_text;
+  if (text === '' || text === undefined) return record;
+  if (e.created_at) {
+    throw new InvalidArgumentError(
+      `${path}.created_at_text`,
+      'cannot be given with created_at; give one of them',
+    );
+  }
+  return { ...record, created_at: timeTextToIso(text, `${path}.created_at_text`), created_at_text: text };
 }
 
 /**
@@ -142,6 +152,16 @@ function checkJson(text: string, field: string, mustBeObject: boolean, maxDepth:
 
 const MIN_TIMESTAMP_S = Date.UTC(1970, 0, 1) / 1000;
 const MAX_TIMESTAMP_S = Date.UTC(9999, 11, 31) / 1000;
+
+/** A producer's time text (domain/time-text.ts) as the RFC 3339 instant it names. */
+function timeTextToIso(text: string, field: string): string {
+  const ms = timeTextMs(text);
+  if (ms === undefined) throw new InvalidArgumentError(field, `${TIME_TEXT_RULE} (got ${quote(text)})`);
+  if (ms < MIN_TIMESTAMP_S * 1000 || ms > MAX_TIMESTAMP_S * 1000) {
+    throw new InvalidArgumentError(field, 'must be between 1970 and 9999');
+  }
+  return new Date(ms).toISOString();
+}
 
 function timestampToIso(ts: { seconds: number | string; nanos: number }, field: string): string {
   const seconds = Number(ts.seconds);

@@ -65,6 +65,7 @@ export function encodeLogMessages(records: readonly LogRecord[], maxBytes: numbe
       category: r.category,
       user_id: r.user_id,
       created_at: r.created_at,
+      created_at_text: r.created_at_text,
       content_length: r.content_json.length,
       metadata_length: r.metadata_json.length,
     });
@@ -176,6 +177,7 @@ function decodeV2(text: string): LogRecord[] {
       category: e.category,
       user_id: e.user_id,
       created_at: e.created_at,
+      ...(e.created_at_text === undefined ? {} : { created_at_text: e.created_at_text }),
       content_json: take(e.content_length, 'content_length'),
       metadata_json: take(e.metadata_length, 'metadata_length'),
     }),

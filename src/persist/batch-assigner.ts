@@ -43,13 +43,13 @@ const RUN_HORIZONS_SQL = `
 const INSERT_SQL = `
   INSERT INTO run_events
     (thread_id, seq, event_id, run_id, event_type, category, user_id, created_at, content, metadata, stream_offset,
-     category_name)
+     category_name, created_at_text)
   SELECT x.thread_id, x.seq, x.event_id, x.run_id, x.event_type, x.category, x.user_id, x.created_at,
-         x.content::json, x.metadata::json, x.stream_offset, x.category_name
+         x.content::json, x.metadata::json, x.stream_offset, x.category_name, x.created_at_text
     FROM unnest($1::text[], $2::int8[], $3::text[], $4::text[], $5::text[], $6::int2[], $7::text[],
-                $8::timestamptz[], $9::text[], $10::text[], $11::int8[], $12::text[])
+                $8::timestamptz[], $9::text[], $10::text[], $11::int8[], $12::text[], $13::text[])
          AS x(thread_id, seq, event_id, run_id, event_type, category, user_id, created_at,
-              content, metadata, stream_offset, category_name)`;
+              content, metadata, stream_offset, category_name, created_at_text)`;
 
 // runs.ts RECORD_SQL with a thread_id column: under the threads' advisory locks nothing
 // else writes these rows, so update-then-insert is race-free. Each thread appears once in
@@ -222,6 +222,7 @@ export async function storeBatch(
       metadata: [] as string[],
       offset: [] as number[],
       categoryName: [] as (string | null)[],
+      createdAtText: [] as (string | null)[],
     };
     const dead = {
       threadId: [] as string[],
@@ -269,7 +270,7 @@ export async function storeBatch(
           dead.category.push(deadCategory);
           dead.categoryName.push(deadCategory === 0 ? r.category : null);
           dead.userId.push(r.user_id);
-          dead.createdAt.push(r.created_at);
+          dead.createdAt.push(r.created_at_text ?? r.created_at);
           dead.content.push(storableText(r.content_json));
           dead.metadata.push(storableText(r.metadata_json));
           dead.offset.push(p.offset);
@@ -294,6 +295,7 @@ export async function storeBatch(
         ins.categoryName.push(category === 0 ? r.category : null);
         ins.userId.push(r.user_id);
         ins.createdAt.push(r.created_at);
+        ins.createdAtText.push(r.created_at_text ?? null);
         ins.content.push(r.content_json);
         ins.metadata.push(r.metadata_json);
         ins.offset.push(p.offset);
@@ -323,6 +325,7 @@ export async function storeBatch(
           ins.metadata,
           ins.offset,
           ins.categoryName,
+          ins.createdAtText,
         ],
       });
       const col = <K extends keyof RunDelta>(k: K): RunDelta[K][] => deltas.map((x) => x.d[k]);

@@ -23,12 +23,14 @@ interface EventRow {
   category_name: string | null;
   user_id: string;
   created_at: string;
+  /** The producer's own text of created_at, or NULL. */
+  created_at_text: string | null;
   content: string;
   metadata: string;
 }
 
 const EVENT_COLUMNS = `seq, stream_offset, thread_id, run_id, event_id, event_type, category, category_name, user_id,
-  to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at,
+  to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at, created_at_text,
   content::text AS content, metadata::text AS metadata`;
 
 function toStored(r: EventRow): StoredEvent {
@@ -42,6 +44,7 @@ function toStored(r: EventRow): StoredEvent {
     category: r.category_name ?? categoryName(r.category),
     user_id: r.user_id,
     created_at: r.created_at,
+    ...(r.created_at_text === null ? {} : { created_at_text: r.created_at_text }),
     content_json: r.content,
     metadata_json: r.metadata,
   };

@@ -12,6 +12,7 @@
  * correctness.
  */
 import { CATEGORY_PATTERN, categoryEnum } from '../../domain/event.js';
+import { timeTextMs } from '../../domain/time-text.js';
 import type { Event } from '../../gen/runstream/v1/Event.js';
 import { eventJsonParts, jsonValueEnd } from '../core/event-json-parts.js';
 
@@ -77,6 +78,7 @@ function cutEvent(json: string): Event | undefined {
       category_name,
       user_id,
       created_at: timestamp(createdAt),
+      created_at_text: createdAt,
       content_json,
       metadata_json,
     };
@@ -99,14 +101,16 @@ function parseEvent(json: string): Event {
     category_name: String(e.category),
     user_id: typeof e.user_id === 'string' ? e.user_id : '',
     created_at: timestamp(String(e.created_at)),
+    created_at_text: String(e.created_at),
     content_json: JSON.stringify(e.content ?? null),
     metadata_json: JSON.stringify(e.metadata ?? {}),
   };
 }
 
-function timestamp(iso: string): { seconds: number; nanos: number } {
-  const ms = Date.parse(iso);
-  if (Number.isNaN(ms)) throw new ShapeError('created_at');
+/** The instant of an event's created_at text: the broker's RFC 3339, or the producer's own. */
+function timestamp(text: string): { seconds: number; nanos: number } {
+  const ms = timeTextMs(text);
+  if (ms === undefined) throw new ShapeError('created_at');
   const seconds = Math.floor(ms / 1000);
   return { seconds, nanos: (ms - seconds * 1000) * 1_000_000 };
 }

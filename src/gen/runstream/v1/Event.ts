@@ -15,6 +15,7 @@ export interface Event {
   'created_at'?: (_google_protobuf_Timestamp | null);
   'user_id'?: (string);
   'category_name'?: (string);
+  'created_at_text'?: (string);
   'seq'?: (number | string | Long);
   'offset'?: (number | string | Long);
 }
@@ -30,6 +31,7 @@ export interface Event__Output {
   'created_at': (_google_protobuf_Timestamp__Output | null);
   'user_id': (string);
   'category_name': (string);
+  'created_at_text': (string);
   'seq': (number);
   'offset': (number);
 }
