@@ -207,7 +207,7 @@ function listBad(q: URLSearchParams, name: string, ok: (v: string) => boolean): 
 /** The fields a History request's query gets wrong (the route's own parameters only). */
 /** Parameters a route takes besides those it reads: the token, and the long-poll of the events routes. */
 function takes(route: Route): Set<string> {
-  const extra = route.template.endsWith('/events') ? ['wait_ms'] : [];
+  const extra = route.template.endsWith('/events') ? ['wait_ms', 'metadata.task_id'] : [];
   return new Set([...(route.reads ?? []), ...extra, 'access_token']);
 }
 
@@ -223,6 +223,12 @@ function historyQueryFaults(route: Route, q: URLSearchParams): string[] {
   const bad: string[] = unknownParams(route, q);
   const wait = q.get('wait_ms');
   if (route.template.endsWith('/events') && intBad(wait, 0, 60_000)) bad.push('wait_ms');
+  // metadata.task_id: 1-256 characters; a long-poll cannot filter on it.
+  const task = q.get('metadata.task_id');
+  if (route.template.endsWith('/events') && task !== null) {
+    if (task === '' || task.length > 256) bad.push('metadata.task_id');
+    if (wait !== null && wait !== '' && Number(wait) > 0) bad.push('wait_ms');
+  }
   for (const name of route.reads ?? []) {
     const v = q.get(name);
     const wrong =
@@ -458,6 +464,7 @@ const PARAM_NAMES = [
   'user_id',
   'categories',
   'event_types',
+  'metadata.task_id',
   'status',
   'view',
   'from_offset',

@@ -16,7 +16,16 @@ import type { Logger } from '../logger.js';
 import { loadProto } from '../proto.js';
 import type { DeleteResult } from './deleter.js';
 import type { EventsPage, History } from './history.js';
-import { categoriesOf, eventTypesOf, limitOf, optionalId, requiredId, seqOf, statusesOf } from './params.js';
+import {
+  categoriesOf,
+  eventTypesOf,
+  limitOf,
+  optionalId,
+  requiredId,
+  seqOf,
+  statusesOf,
+  taskIdOf,
+} from './params.js';
 import { chatMessageProto, eventProto, runProto, runStatusName } from './render.js';
 
 export const HISTORY_SERVICE = 'runstream.v1.History';
@@ -73,6 +82,7 @@ export class HistoryGrpcService {
             runId: optionalId(r.run_id, 'run_id'),
             categories: categoriesOf(requestCategories(r.categories, r.category_names)),
             eventTypes: eventTypesOf(r.event_types),
+            taskId: taskIdOf(r.metadata_task_id, 'metadata_task_id', true),
             ...pagingOf(r),
           }),
         ),

@@ -28,6 +28,8 @@ export interface EventsQuery {
   readonly beforeSeq?: number | undefined;
   readonly limit: number;
   readonly userId?: string | undefined;
+  /** Only events whose `metadata.task_id` is this string (DeerFlow's subagent tasks). */
+  readonly taskId?: string | undefined;
 }
 
 export interface EventsPage {
@@ -87,6 +89,7 @@ export class History {
       beforeSeq: q.beforeSeq,
       descending,
       filter: { runId: q.runId, categories: q.categories, eventTypes: q.eventTypes, userId },
+      taskId: q.taskId,
       limit: q.limit + 1, // one more than asked: whether there is a next page
       maxBytes: this.#o.maxPageBytes,
     });

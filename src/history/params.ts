@@ -58,6 +58,25 @@ export function categoriesOf(raw: readonly string[] | undefined): ReadonlySet<st
   return names && new Set(names);
 }
 
+/** Longest `metadata.task_id` a History filter takes. */
+export const MAX_TASK_ID_CHARS = 256;
+
+/**
+ * The `metadata.task_id` filter: only events whose metadata has this string as `task_id`.
+ * Absent means no filter; so does empty where the transport cannot tell the two apart (proto).
+ */
+export function taskIdOf(
+  v: string | null | undefined,
+  field: string,
+  emptyIsAbsent: boolean,
+): string | undefined {
+  if (v === null || v === undefined || (v === '' && emptyIsAbsent)) return undefined;
+  if (v === '') throw new InvalidArgumentError(field, 'must not be empty');
+  if (v.length > MAX_TASK_ID_CHARS)
+    throw new InvalidArgumentError(field, `is longer than ${MAX_TASK_ID_CHARS} characters`);
+  return v;
+}
+
 export function eventTypesOf(raw: readonly string[] | undefined): ReadonlySet<string> | undefined {
   const types = list<string>(raw, 'event_types', (v) => EVENT_TYPE_PATTERN.test(v), 'a valid event type');
   return types && new Set(types);

@@ -60,6 +60,8 @@ export interface PageQuery {
   /** Newest first: the page ends `limit` events below the upper bound ("load earlier"). */
   readonly descending?: boolean | undefined;
   readonly filter: EventFilter;
+  /** Only events whose `metadata.task_id` is this string (History; subscriptions have no such filter). */
+  readonly taskId?: string | undefined;
   /** With a run filter: also return the run's terminal lifecycle events, whatever the other filters. */
   readonly withTerminal?: boolean;
   readonly limit: number;
@@ -112,7 +114,8 @@ export async function readEventsPage(db: pg.Pool | pg.ClientBase, q: PageQuery):
     q.filter.runId !== undefined ||
     q.filter.categories !== undefined ||
     q.filter.eventTypes !== undefined ||
-    q.filter.userId !== undefined;
+    q.filter.userId !== undefined ||
+    q.taskId !== undefined;
   let window = Math.min(filtered ? 2 * q.limit : q.limit, Math.max(MAX_WINDOW, q.limit));
   const events: StoredEvent[] = [];
   let bytes = 0;
@@ -189,6 +192,12 @@ async function readWindow(
   if (q.filter.eventTypes) narrow.push(`event_type = ANY(${param([...q.filter.eventTypes])}::text[])`);
   // Inside `narrow`: a user-scoped run subscription still sees the run's terminal event, so it ends.
   if (q.filter.userId !== undefined) narrow.push(`user_id = ${param(q.filter.userId)}`);
+  // A string, as the metadata holds it: a number 1 is not the task "1".
+  if (q.taskId !== undefined) {
+    narrow.push(
+      `(json_typeof(metadata->'task_id') = 'string' AND metadata->>'task_id' = ${param(q.taskId)})`,
+    );
+  }
   if (narrow.length > 0) {
     const terminal =
       q.withTerminal && q.filter.runId !== undefined

@@ -13,6 +13,7 @@ export interface ListEventsRequest {
   'limit'?: (number);
   'user_id'?: (string);
   'category_names'?: (string)[];
+  'metadata_task_id'?: (string);
 }
 
 export interface ListEventsRequest__Output {
@@ -25,4 +26,5 @@ export interface ListEventsRequest__Output {
   'limit': (number);
   'user_id': (string);
   'category_names': (string)[];
+  'metadata_task_id': (string);
 }
