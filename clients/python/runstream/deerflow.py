@@ -256,7 +256,8 @@ class RunstreamEventStore(_Base):  # type: ignore[misc,valid-type]
         limit: int = DEFAULT_EVENTS_LIMIT,
         after_seq: int | None = None,
     ) -> list[dict]:
-        keep = None if task_id is None else (lambda e: (e.get("metadata") or {}).get("task_id") == task_id)
+        # History filters on metadata.task_id; it refuses an empty one, which only the client can match.
+        keep = (lambda e: (e.get("metadata") or {}).get("task_id") == "") if task_id == "" else None
         return await self._page(
             thread_id,
             limit=limit,
@@ -265,6 +266,7 @@ class RunstreamEventStore(_Base):  # type: ignore[misc,valid-type]
             keep=keep,
             run_id=run_id,
             event_types=list(event_types) if event_types else None,
+            task_id=task_id or None,
         )
 
     async def list_messages_by_run(
