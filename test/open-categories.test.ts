@@ -4,6 +4,7 @@
 // their meaning (run counts, a run's end, the message count).
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { Publisher } from '@runstream/client/node';
 import type { Event } from '../src/client/ingest-client.js';
 import { SubscriberClient } from '../src/client/subscriber-client.js';
 import type { WireEvent } from '../src/client/ws-subscriber.js';
@@ -271,4 +272,23 @@ test('a bad category name is refused naming the field, and nothing of the reques
   ws.sendRaw({ type: 'subscribe', id: 'bad', thread_id: t, categories: ['Bad name'] });
   const err = await ws.waitFor((f) => f.type === 'error' && f.id === 'bad');
   assert.match(JSON.stringify(err), /categories/);
+});
+
+test("the TypeScript client's publisher sends any category by name", async () => {
+  const t = randomName('cat-');
+  await using pub = new Publisher({ target: stack.grpcTarget, ack: 'PERSISTED' });
+  const acks = await Promise.all(
+    ['trace', 'subagent_task'].map((category, i) =>
+      pub.publish({ threadId: t, runId: 'r1', eventType: 'x', category, content: { i } }),
+    ),
+  );
+  assert.deepEqual(
+    acks.map((a) => a.seq),
+    [1, 2],
+  );
+  const page = await http<{ events: WireEvent[] }>(`${stack.httpUrl}/v1/threads/${t}/events`);
+  assert.deepEqual(
+    page.body.events.map((e) => e.category),
+    ['trace', 'subagent_task'],
+  );
 });
