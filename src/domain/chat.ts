@@ -74,6 +74,8 @@ export interface ChatInput {
   readonly user_id: string;
   readonly event_type: string;
   readonly created_at: string;
+  /** The producer's own text of created_at, which the message shows as events do. */
+  readonly created_at_text?: string | undefined;
   readonly content_json: string;
   readonly metadata_json: string;
 }
@@ -278,7 +280,7 @@ export class ChatBuilder {
       first_seq: e.seq,
       last_seq: e.seq,
       event_count: 0,
-      created_at: e.created_at,
+      created_at: e.created_at_text ?? e.created_at,
       metadata_json: e.metadata_json,
     };
     if (kind === 'result') {
