@@ -447,3 +447,30 @@ async function historyAtOn(on: Stack, t: string, n: number): Promise<ChatViewMes
   }
   return out.reverse();
 }
+
+test('the chat view’s cursor moves past trailing events that are no chat events', async () => {
+  const t = randomName('cvt-');
+  const c = await stack.ws();
+  c.sendRaw({ type: 'subscribe', id: 'v', thread_id: t, view: 'chat' });
+  c.subscribe('e', t);
+  await c.waitFor((f) => f.type === 'live' && f.id === 'v');
+  await c.waitFor((f) => f.type === 'live' && f.id === 'e');
+  await stack.client.publish(
+    [
+      ev(t, 'r', 1, { type: 'human_message', content: 'hi' }),
+      ev(t, 'r', 2, { type: 'llm_start', category: 'TRACE' }),
+    ],
+    'PERSISTED',
+  );
+  await c.waitFor((f) => f.type === 'chat' && f.id === 'v' && f.seq === 1);
+  // The events subscription on the same connection got seq 2 in the same turn as the view.
+  await c.waitFor((f) => f.type === 'event' && f.id === 'e' && f.event.seq === 2);
+  c.unsubscribe('v');
+  const bye = await c.waitFor((f) => f.type === 'unsubscribed' && f.id === 'v');
+  assert.equal(
+    bye.type === 'unsubscribed' && bye.seq,
+    2,
+    'resuming after 2 repeats nothing and skips nothing',
+  );
+  await c.close();
+});

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import pg from 'pg';
-import { CATEGORY_NUMBER, type CategoryName, type LogRecord, type StoredEvent } from '../src/domain/event.js';
+import type { CategoryName, LogRecord, StoredEvent } from '../src/domain/event.js';
 import { type EventFilter, NO_FILTER } from '../src/domain/filter.js';
 import { TERMINAL_EVENT_TYPES } from '../src/domain/run-lifecycle.js';
 import { createLogger } from '../src/logger.js';
@@ -90,7 +90,9 @@ function oldQuery(q: PageQuery): { text: string; values: unknown[] } {
   if (q.filter.runId !== undefined) where.push(`run_id = ${p(q.filter.runId)}`);
   const narrow: string[] = [];
   if (q.filter.categories)
-    narrow.push(`category = ANY(${p([...q.filter.categories].map((c) => CATEGORY_NUMBER[c]))}::int2[])`);
+    narrow.push(
+      `COALESCE(category_name, (ARRAY['message', 'trace', 'lifecycle'])[category]) = ANY(${p([...q.filter.categories])}::text[])`,
+    );
   if (q.filter.eventTypes) narrow.push(`event_type = ANY(${p([...q.filter.eventTypes])}::text[])`);
   if (q.filter.userId !== undefined) narrow.push(`user_id = ${p(q.filter.userId)}`);
   if (narrow.length > 0) {

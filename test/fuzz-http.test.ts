@@ -36,7 +36,8 @@ const ENDED = 'fz-ended';
 // The rules the oracle applies, as docs/api.md and docs/protocol.md state them.
 const ID = /^[A-Za-z0-9_-]{1,128}$/;
 const EVENT_TYPE = /^[\x21-\x7e]{1,64}$/;
-const CATEGORIES = ['message', 'trace', 'lifecycle'];
+/** Categories are an open set: any lower-case identifier (docs/protocol.md, categories). */
+const CATEGORY_NAME = /^[a-z][a-z0-9_]{0,63}$/;
 const STATUSES = ['pending', 'running', 'success', 'error', 'interrupted', 'cancelled'];
 const MAX_SAFE = Number.MAX_SAFE_INTEGER;
 const MAX_CANCEL_BODY_BYTES = 16 * 1024;
@@ -206,7 +207,7 @@ function listBad(q: URLSearchParams, name: string, ok: (v: string) => boolean): 
 /** The fields a History request's query gets wrong (the route's own parameters only). */
 /** Parameters a route takes besides those it reads: the token, and the long-poll of the events routes. */
 function takes(route: Route): Set<string> {
-  const extra = route.template.endsWith('/events') ? ['wait_ms'] : [];
+  const extra = route.template.endsWith('/events') ? ['wait_ms', 'metadata.task_id'] : [];
   return new Set([...(route.reads ?? []), ...extra, 'access_token']);
 }
 
@@ -222,6 +223,12 @@ function historyQueryFaults(route: Route, q: URLSearchParams): string[] {
   const bad: string[] = unknownParams(route, q);
   const wait = q.get('wait_ms');
   if (route.template.endsWith('/events') && intBad(wait, 0, 60_000)) bad.push('wait_ms');
+  // metadata.task_id: 1-256 characters; a long-poll cannot filter on it.
+  const task = q.get('metadata.task_id');
+  if (route.template.endsWith('/events') && task !== null) {
+    if (task === '' || task.length > 256) bad.push('metadata.task_id');
+    if (wait !== null && wait !== '' && Number(wait) > 0) bad.push('wait_ms');
+  }
   for (const name of route.reads ?? []) {
     const v = q.get(name);
     const wrong =
@@ -234,7 +241,7 @@ function historyQueryFaults(route: Route, q: URLSearchParams): string[] {
             : name === 'user_id' || name === 'run_id'
               ? idBad(v)
               : name === 'categories'
-                ? listBad(q, name, (x) => CATEGORIES.includes(x))
+                ? listBad(q, name, (x) => CATEGORY_NAME.test(x))
                 : name === 'event_types'
                   ? listBad(q, name, (x) => EVENT_TYPE.test(x))
                   : name === 'status'
@@ -457,6 +464,7 @@ const PARAM_NAMES = [
   'user_id',
   'categories',
   'event_types',
+  'metadata.task_id',
   'status',
   'view',
   'from_offset',
@@ -976,9 +984,9 @@ const CORPUS: readonly CorpusCase[] = [
     expect: e400(['after_seq'], 'past 2^53-1'),
   },
   {
-    name: 'GET events, categories=chat',
-    c: get(`/v1/threads/${THREAD}/events?categories=chat`),
-    expect: e400(['categories'], 'an unknown category'),
+    name: 'GET events, categories=Chat',
+    c: get(`/v1/threads/${THREAD}/events?categories=Chat`),
+    expect: e400(['categories'], 'a category that is not a lower-case identifier'),
   },
   {
     name: 'GET events, 65 categories',

@@ -300,7 +300,8 @@ function v1Oracle(q: URLSearchParams, lastEventId: string | undefined, rows: rea
   if (liveRaw !== null && !['true', '1', 'false', '0'].includes(liveRaw)) fields.push('live_only');
   const runId = q.get('run_id');
   if (runId !== null && !ID.test(runId)) fields.push('run_id');
-  const cats = listFault(q, 'categories', (v) => (CATEGORY_NAMES as readonly string[]).includes(v));
+  // Categories are an open set: any lower-case identifier is a filter (docs/protocol.md, categories).
+  const cats = listFault(q, 'categories', (v) => /^[a-z][a-z0-9_]{0,63}$/.test(v));
   if (cats === true) fields.push('categories');
   const types = listFault(q, 'event_types', (v) => EVENT_TYPE.test(v));
   if (types === true) fields.push('event_types');

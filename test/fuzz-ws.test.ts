@@ -48,6 +48,8 @@ const FAR = 1_000_000_000;
 const ID = /^[A-Za-z0-9_-]{1,128}$/;
 const EVENT_TYPE = /^[\x21-\x7e]{1,64}$/;
 const CATEGORIES = ['message', 'trace', 'lifecycle'];
+/** Categories are an open set: any lower-case identifier (docs/protocol.md, categories). */
+const CATEGORY_NAME = /^[a-z][a-z0-9_]{0,63}$/;
 const SERVER_FRAME_TYPES = ['event', 'live', 'end', 'deleted', 'unsubscribed', 'cancel_requested', 'error'];
 const ERROR_CODES = [
   'invalid_argument',
@@ -276,7 +278,7 @@ function expectedFor(text: string, binary: boolean, active: ReadonlySet<string>)
           v.every((x) => typeof x === 'string' && ok(x)));
       const filterBad: string[] = [];
       if (!absent(m.run_id) && !idMatch(m.run_id)) filterBad.push('run_id');
-      if (!list(m.categories, (x) => CATEGORIES.includes(x))) filterBad.push('categories');
+      if (!list(m.categories, (x) => CATEGORY_NAME.test(x))) filterBad.push('categories');
       if (!list(m.event_types, (x) => EVENT_TYPE.test(x))) filterBad.push('event_types');
       if (filterBad.length > 0) return bad(filterBad, sid);
       if (!(absent(m.view) || m.view === 'events' || m.view === 'chat')) return bad(['view'], sid);

@@ -150,8 +150,10 @@ test('the converter cuts fields by position and falls back to a parse for text o
     event_id: 'e',
     event_type: 'a"b',
     category: 'LIFECYCLE',
+    category_name: 'lifecycle',
     user_id: '',
     created_at: { seconds: Date.UTC(2024, 0, 2, 3, 4, 5) / 1000, nanos: 678_000_000 },
+    created_at_text: '2024-01-02T03:04:05.678Z',
     content_json: '{"metadata":"x"}',
     metadata_json: '{"a":1}',
   });

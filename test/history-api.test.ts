@@ -389,7 +389,7 @@ describe('errors', () => {
     await bad(`/v1/threads/${T}/events?limit=1001`, /^limit:/);
     await bad(`/v1/threads/${T}/events?after_seq=-1`, /^after_seq:/);
     await bad(`/v1/threads/${T}/events?before_seq=x`, /^before_seq:/);
-    await bad(`/v1/threads/${T}/events?categories=chat`, /^categories: "chat"/);
+    await bad(`/v1/threads/${T}/events?categories=Chat`, /^categories: "Chat"/);
     await bad(`/v1/threads/${T}/events?run_id=a.b`, /^run_id:/);
     await bad(`/v1/threads/bad%20id/events`, /^thread_id:/);
     await bad(`/v1/threads/${T}/messages?view=tree`, /^view:/);

@@ -12,13 +12,15 @@ import { waitFor } from './helpers/wait.js';
 
 test('answers a client never reads hold the node’s budget at most: then 429, until the write timeout lets them go', async () => {
   await using stack = await startStack({
-    httpMaxUnsentBytes: 4 * 1024 * 1024,
+    httpMaxUnsentBytes: 12 * 1024 * 1024,
     httpWriteTimeoutMs: 2000,
     maxPageBytes: 64 * 1024 * 1024,
   });
   const t = randomName('unsent-');
-  // One page of 100 events of 200 KB: 20 MB, far more than the kernel takes for a client that does not read.
-  const pad = 'x'.repeat(200_000);
+  // One page of 100 events of 240 KB: 24 MB, far more than the kernel takes for a client
+  // that does not read. In CJK text, 3 bytes a character: 8 M characters, under the budget
+  // of 12 MiB were characters counted instead of bytes.
+  const pad = '中'.repeat(80_000);
   for (let i = 0; i < 100; i += 10) {
     const batch: Event[] = Array.from({ length: 10 }, (_, k) => ({
       thread_id: t,
@@ -66,5 +68,5 @@ test('answers a client never reads hold the node’s budget at most: then 429, u
   });
   raw.resume();
   await gone;
-  assert.ok(got < 100 * 200_000, `${got} bytes of the page reached the client`);
+  assert.ok(got < 100 * 240_000, `${got} bytes of the page reached the client`);
 });

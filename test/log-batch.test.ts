@@ -107,7 +107,7 @@ test('the message id names the content: a repeat matches, any other set of event
 test('a log message that is not ingest-shaped is refused naming the field', () => {
   assert.throws(() => decodeLogMessage('[]'), /no records/);
   assert.throws(
-    () => decodeLogMessage(JSON.stringify([{ ...logRecord('t', 'r', 'a'), category: 'x' }])),
+    () => decodeLogMessage(JSON.stringify([{ ...logRecord('t', 'r', 'a'), category: 'X y' }])),
     /category/,
   );
   assert.throws(() => decodeLogMessage('[1]'), /not an object/);

@@ -28,7 +28,7 @@ test('junk published straight onto the log is skipped, and later events are stor
     const js = jetstream(nc);
     for (const junk of [
       'not json',
-      JSON.stringify({ ...good, event_id: 'j1', category: 'bogus' }),
+      JSON.stringify({ ...good, event_id: 'j1', category: 'Bogus!' }),
       JSON.stringify({ ...good, event_id: 'j2', thread_id: 'has space' }),
       JSON.stringify({ ...good, event_id: 'j3', created_at: 'yesterday' }),
       JSON.stringify({ ...good, event_id: 'j4', content_json: 5 }),

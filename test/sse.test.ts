@@ -206,7 +206,7 @@ test('errors found before streaming are plain HTTP errors with the status of the
     [url(t, '?after_seq=1&from_offset=1'), {}, 400, 'invalid_argument', /^from_offset: cannot be combined/],
     [url(t, '?from_offset=0'), {}, 400, 'invalid_argument', /^from_offset/],
     [url(t, '?live_only=yes'), {}, 400, 'invalid_argument', /^live_only/],
-    [url(t, '?categories=chat'), {}, 400, 'invalid_argument', /^categories/],
+    [url(t, '?categories=Chat'), {}, 400, 'invalid_argument', /^categories/],
     [url(t, '?categories='), {}, 400, 'invalid_argument', /^categories/],
     [url(t, '?event_types=a%20b'), {}, 400, 'invalid_argument', /^event_types/],
     [url(t, '?run_id=a.b'), {}, 400, 'invalid_argument', /^run_id/],

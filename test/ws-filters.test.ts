@@ -72,7 +72,7 @@ test('bad filters are refused naming the field', async () => {
   const c = await stack.ws();
   for (const [extra, field] of [
     [{ run_id: 'a b' }, 'run_id'],
-    [{ categories: ['chat'] }, 'categories'],
+    [{ categories: ['Chat'] }, 'categories'],
     [{ categories: [] }, 'categories'],
     [{ event_types: 'ai_chunk' }, 'event_types'],
     [{ after_seq: 1, from_offset: 1 }, 'from_offset'],

@@ -7,8 +7,7 @@
  */
 import type { PublishEvent } from '@runstream/client/node';
 import { DEFAULT_MAX_CONTENT_BYTES, DEFAULT_MAX_JSON_DEPTH } from '../config.js';
-import type { CategoryName } from '../domain/event.js';
-import type { Category } from '../gen/runstream/v1/Category.js';
+import { CATEGORIES, categoryEnum } from '../domain/event.js';
 import { validateEvents } from '../ingest/validate.js';
 import { CommandError } from './args.js';
 
@@ -78,7 +77,10 @@ function parseLine(line: string, d: LineDefaults): PublishEvent {
   };
   const threadId = d.forceThread ? (d.threadId as string) : str('thread_id') || d.threadId || '';
   const runId = str('run_id') || d.runId || '';
-  const category = str('category').toUpperCase();
+  // The three known categories in any case (MESSAGE, as the enum spells them); any other name as given.
+  const rawCategory = str('category');
+  const known = CATEGORIES.find((c) => c === rawCategory.toLowerCase());
+  const category = known ?? rawCategory;
   const createdAt = str('created_at');
   const eventId = str('event_id');
   if (d.requireIds && eventId === '') throw new Error('event_id: is required (an import keeps each id)');
@@ -101,7 +103,9 @@ function parseLine(line: string, d: LineDefaults): PublishEvent {
           thread_id: threadId,
           run_id: runId,
           event_type: str('event_type'),
-          category: category as Category & string,
+          category: categoryEnum(category),
+          category_name: known === undefined ? category : '',
+          created_at_text: '',
           content_json: contentJson,
           metadata_json: metadataJson,
           event_id: eventId,
@@ -115,13 +119,13 @@ function parseLine(line: string, d: LineDefaults): PublishEvent {
     );
   } catch (err) {
     const message = (err as Error).message.replace(/^events\[0\]\./, '');
-    throw new Error(message.replace(/^(\w+)_json:/, '$1:'));
+    throw new Error(message.replace(/^(\w+)_json:/, '$1:').replace(/^category_name:/, 'category:'));
   }
   return {
     threadId,
     runId,
     eventType: str('event_type'),
-    category: category.toLowerCase() as CategoryName,
+    category,
     contentJson,
     metadataJson,
     ...(eventId === '' ? {} : { eventId }),

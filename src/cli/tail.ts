@@ -12,10 +12,10 @@ import { fileURLToPath } from 'node:url';
 import { CATEGORIES, type Category, subscribe, type WireEvent } from '@runstream/client';
 import WebSocket from 'ws';
 import { DEFAULT_CLI_HTTP_URL, loadCliEnv } from '../config.js';
+import { CATEGORY_PATTERN, CATEGORY_RULE } from '../domain/event.js';
 import { EVENT_TYPE_PATTERN, ID_PATTERN } from '../domain/ids.js';
 import {
   CommandError,
-  choiceFlag,
   EXIT_OK,
   httpUrlFlag,
   intFlag,
@@ -152,7 +152,8 @@ stdout, notices to stderr. Ctrl-C prints where it stopped and exits 0.
 
   --after-seq N      show events after this seq (default 0: the whole thread, then live)
   --run ID           only this run; stops after the run's terminal event
-  --category C       only these categories: message, trace, lifecycle (repeat or comma-separate)
+  --category C       only these categories: message, trace, lifecycle, or any other name
+                     (repeat or comma-separate)
   --event-type T     only these event types (repeat or comma-separate)
   --token JWT        bearer token (env RS_TOKEN); a refused token is fatal
   --json             print each event as its JSON instead of a summary line
@@ -185,7 +186,16 @@ export const tailCommand: Subcommand = {
     const env = loadCliEnv();
     const afterSeq = intFlag('after-seq', values['after-seq'], 0);
     const runId = values.run === undefined ? undefined : patternFlag('run', values.run, ID_PATTERN);
-    const categories = listFlag(values.category).map((c) => choiceFlag('category', c, CATEGORIES));
+    const categories = listFlag(values.category).map((c) => {
+      const known = CATEGORIES.find((k) => k === c.toLowerCase());
+      if (known) return known;
+      if (!CATEGORY_PATTERN.test(c)) {
+        throw new UsageError(
+          `--category ${JSON.stringify(c)}: message, trace, lifecycle or another category name; ${CATEGORY_RULE}`,
+        );
+      }
+      return c;
+    });
     const eventTypes = listFlag(values['event-type']).map((t) =>
       patternFlag('event-type', t, EVENT_TYPE_PATTERN),
     );

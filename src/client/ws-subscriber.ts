@@ -13,7 +13,7 @@ export interface WireEvent {
   run_id: string;
   event_id: string;
   event_type: string;
-  category: 'message' | 'trace' | 'lifecycle';
+  category: string;
   user_id: string;
   created_at: string;
   content: unknown;

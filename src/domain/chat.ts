@@ -74,6 +74,8 @@ export interface ChatInput {
   readonly user_id: string;
   readonly event_type: string;
   readonly created_at: string;
+  /** The producer's own text of created_at, which the message shows as events do. */
+  readonly created_at_text?: string | undefined;
   readonly content_json: string;
   readonly metadata_json: string;
 }
@@ -152,6 +154,14 @@ export function toolCallsOf(content: unknown, seq: number): ChatToolCall[] {
 }
 
 /** Which message an event belongs to, in scan order (either direction gives the same groups). */
+/** An assistant event with no `metadata.id`: it goes on its run's anonymous message, if the run's last chat event was one. */
+export function isAnonymousAssistant(e: Pick<ChatInput, 'event_type' | 'metadata_json'>): boolean {
+  const kind = kindOf(e.event_type);
+  return (
+    (kind === 'chunk' || kind === 'whole' || kind === 'call') && metadataId(e.metadata_json) === undefined
+  );
+}
+
 export class ChatKeys {
   /** Per run: the key of the anonymous assistant message the previous chat event belonged to. */
   readonly #anon = new Map<string, string>();
@@ -270,7 +280,7 @@ export class ChatBuilder {
       first_seq: e.seq,
       last_seq: e.seq,
       event_count: 0,
-      created_at: e.created_at,
+      created_at: e.created_at_text ?? e.created_at,
       metadata_json: e.metadata_json,
     };
     if (kind === 'result') {

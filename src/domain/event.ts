@@ -8,17 +8,76 @@
  */
 
 import { EVENT_TYPE_PATTERN, ID_PATTERN as LOG_ID } from './ids.js';
+import { timeTextMs } from './time-text.js';
 
+/**
+ * The categories the broker gives a meaning to: `message` (the conversation, counted as
+ * messages), `trace` and `lifecycle` (a run's start and end). Any other name that matches
+ * {@link CATEGORY_PATTERN} is stored and returned as given, and means nothing to the broker.
+ */
 export const CATEGORIES = ['message', 'trace', 'lifecycle'] as const;
+/** One of the three known categories. */
 export type CategoryName = (typeof CATEGORIES)[number];
+
+/** What a category name may be: a short lower-case identifier. */
+export const CATEGORY_PATTERN = /^[a-z][a-z0-9_]{0,63}$/;
+/** The rule of {@link CATEGORY_PATTERN}, as error messages say it. */
+export const CATEGORY_RULE = 'must be a lower-case identifier matching [a-z][a-z0-9_]{0,63}';
 
 /** Category number as stored in Postgres and sent over gRPC. */
 export const CATEGORY_NUMBER: Readonly<Record<CategoryName, number>> = { message: 1, trace: 2, lifecycle: 3 };
+
+const KNOWN_NUMBER: ReadonlyMap<string, number> = new Map(Object.entries(CATEGORY_NUMBER));
+
+/**
+ * A category's number in Postgres' `run_events.category`: 1-3 for the known ones, 0 for
+ * any other name (which `category_name` then holds, migration 0006).
+ */
+export function categoryNumber(name: string): number {
+  return KNOWN_NUMBER.get(name) ?? 0;
+}
 
 export function categoryName(n: number): CategoryName {
   const name = CATEGORIES[n - 1];
   if (name === undefined) throw new RangeError(`unknown category number ${n}`);
   return name;
+}
+
+const BY_PROTO_ENUM: ReadonlyMap<unknown, CategoryName> = new Map([
+  ['MESSAGE', 'message'],
+  ['TRACE', 'trace'],
+  ['LIFECYCLE', 'lifecycle'],
+]);
+
+/**
+ * A `runstream.v1.Category` enum value as a category name: the known names for MESSAGE,
+ * TRACE and LIFECYCLE, undefined for CATEGORY_UNSPECIFIED or a number no name has.
+ */
+export function categoryOfEnum(v: unknown): CategoryName | undefined {
+  return BY_PROTO_ENUM.get(v);
+}
+
+/**
+ * A gRPC request's `categories` (enum values) and `category_names` as one list of names. An
+ * enum value without a name (CATEGORY_UNSPECIFIED, an unknown number) stays as its text,
+ * which no category name matches, so the filter's check refuses it by its value.
+ */
+export function requestCategories(enums: readonly unknown[], names: readonly string[]): string[] {
+  return [...enums.map((c) => categoryOfEnum(c) ?? String(c)), ...names];
+}
+
+/** The `runstream.v1.Category` enum value of a category name (CATEGORY_UNSPECIFIED for any other). */
+export function categoryEnum(name: string): 'MESSAGE' | 'TRACE' | 'LIFECYCLE' | 'CATEGORY_UNSPECIFIED' {
+  switch (name) {
+    case 'message':
+      return 'MESSAGE';
+    case 'trace':
+      return 'TRACE';
+    case 'lifecycle':
+      return 'LIFECYCLE';
+    default:
+      return 'CATEGORY_UNSPECIFIED';
+  }
 }
 
 /** A validated event as published to the JetStream log. */
@@ -27,10 +86,16 @@ export interface LogRecord {
   readonly run_id: string;
   readonly event_id: string;
   readonly event_type: string;
-  readonly category: CategoryName;
+  /** One of {@link CATEGORIES}, or any other name matching {@link CATEGORY_PATTERN}. */
+  readonly category: string;
   readonly user_id: string;
-  /** RFC 3339, millisecond precision, UTC. */
+  /** RFC 3339, millisecond precision, UTC: the instant, for runs' times and the proto Timestamp. */
   readonly created_at: string;
+  /**
+   * The producer's own text of created_at (domain/time-text.ts), which clients get instead of
+   * `created_at`, exactly as given. Absent when the producer gave none.
+   */
+  readonly created_at_text?: string | undefined;
   /** Any JSON value, as the producer's text. */
   readonly content_json: string;
   /** A JSON object, as the producer's text. */
@@ -51,7 +116,7 @@ export function eventJson(e: StoredEvent): string {
   return (
     `{"seq":${e.seq},"offset":${e.offset},"thread_id":"${e.thread_id}","run_id":"${e.run_id}"` +
     `,"event_id":"${e.event_id}","event_type":${JSON.stringify(e.event_type)},"category":"${e.category}"` +
-    `,"user_id":"${e.user_id}","created_at":"${e.created_at}"` +
+    `,"user_id":"${e.user_id}","created_at":"${e.created_at_text ?? e.created_at}"` +
     `,"content":${e.content_json},"metadata":${e.metadata_json}}`
   );
 }
@@ -71,8 +136,13 @@ export function decodeLogRecord(value: unknown): LogRecord {
   if (typeof r.event_id !== 'string' || !LOG_ID.test(r.event_id)) bad('event_id');
   if (typeof r.user_id !== 'string' || (r.user_id !== '' && !LOG_ID.test(r.user_id))) bad('user_id');
   if (typeof r.event_type !== 'string' || !EVENT_TYPE_PATTERN.test(r.event_type)) bad('event_type');
-  if (!(CATEGORIES as readonly unknown[]).includes(r.category)) bad('category');
+  if (typeof r.category !== 'string' || !CATEGORY_PATTERN.test(r.category)) bad('category');
   if (typeof r.created_at !== 'string' || Number.isNaN(Date.parse(r.created_at))) bad('created_at');
+  if (
+    r.created_at_text !== undefined &&
+    (typeof r.created_at_text !== 'string' || timeTextMs(r.created_at_text) === undefined)
+  )
+    bad('created_at_text');
   if (typeof r.content_json !== 'string') bad('content_json');
   if (typeof r.metadata_json !== 'string') bad('metadata_json');
   return r as LogRecord;

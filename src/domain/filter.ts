@@ -5,14 +5,15 @@
  */
 
 import { InvalidArgumentError, quote } from '../errors.js';
-import { CATEGORIES, type CategoryName } from './event.js';
+import { CATEGORY_PATTERN } from './event.js';
 import { EVENT_TYPE_PATTERN, requiredId } from './ids.js';
 
 export const MAX_FILTER_VALUES = 64;
 
 export interface EventFilter {
   readonly runId: string | undefined;
-  readonly categories: ReadonlySet<CategoryName> | undefined;
+  /** Category names: the known three or any other (an open set). */
+  readonly categories: ReadonlySet<string> | undefined;
   readonly eventTypes: ReadonlySet<string> | undefined;
   /**
    * Set from a user-scoped token (never by the client): only that user's events are
@@ -34,7 +35,7 @@ export interface FilterableEvent {
 export function matches(f: EventFilter, e: FilterableEvent): boolean {
   return (
     (f.runId === undefined || e.run_id === f.runId) &&
-    (f.categories === undefined || f.categories.has(e.category as CategoryName)) &&
+    (f.categories === undefined || f.categories.has(e.category)) &&
     (f.eventTypes === undefined || f.eventTypes.has(e.event_type)) &&
     (f.userId === undefined || e.user_id === f.userId)
   );
@@ -71,13 +72,13 @@ export function parseFilter(msg: Record<string, unknown>): EventFilter {
   };
   const categories = list(
     'categories',
-    (v) => (CATEGORIES as readonly string[]).includes(v),
-    'message, trace or lifecycle',
+    (v) => CATEGORY_PATTERN.test(v),
+    'a category name (a lower-case identifier matching [a-z][a-z0-9_]{0,63})',
   );
   const eventTypes = list('event_types', (v) => EVENT_TYPE_PATTERN.test(v), 'a valid event type');
   return {
     runId,
-    categories: categories && new Set(categories as CategoryName[]),
+    categories: categories && new Set(categories),
     eventTypes: eventTypes && new Set(eventTypes),
   };
 }

@@ -111,7 +111,11 @@ async function poll(o: LongPollOptions, p: Principal, q: EventsQuery, waitMs: nu
         s.close();
         answer(true);
       } else if (live && !soon) {
-        soon = setImmediate(() => answer(false));
+        // After the turn's events, and after the run-end check a terminal event among them
+        // starts: an answer that holds the run's end says so.
+        soon = setImmediate(() => {
+          void s.endChecked().then(() => answer(false));
+        });
       }
     }
   })(queue, renderer, (_s, how) => {

@@ -5,6 +5,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { type Authenticator, bearerFromGrpc, type Principal } from '../auth/principal.js';
+import { requestCategories } from '../domain/event.js';
 import { toRunstreamError } from '../errors.js';
 import type { ProtoGrpcType as HistoryProto } from '../gen/history.js';
 import type { DeleteResponse } from '../gen/runstream/v1/DeleteResponse.js';
@@ -15,7 +16,16 @@ import type { Logger } from '../logger.js';
 import { loadProto } from '../proto.js';
 import type { DeleteResult } from './deleter.js';
 import type { EventsPage, History } from './history.js';
-import { categoriesOf, eventTypesOf, limitOf, optionalId, requiredId, seqOf, statusesOf } from './params.js';
+import {
+  categoriesOf,
+  eventTypesOf,
+  limitOf,
+  optionalId,
+  requiredId,
+  seqOf,
+  statusesOf,
+  taskIdOf,
+} from './params.js';
 import { chatMessageProto, eventProto, runProto, runStatusName } from './render.js';
 
 export const HISTORY_SERVICE = 'runstream.v1.History';
@@ -24,13 +34,6 @@ export interface HistoryGrpcOptions {
   readonly history: History;
   readonly auth: Authenticator;
   readonly log: Logger;
-}
-
-/** `CATEGORY_UNSPECIFIED` is refused; the others by their lower-case names. */
-function categoryNames(raw: readonly (string | number)[]): string[] {
-  return raw.map((c) =>
-    typeof c === 'string' && c !== 'CATEGORY_UNSPECIFIED' ? c.toLowerCase() : String(c),
-  );
 }
 
 function pageProto(p: EventsPage): ListEventsResponse {
@@ -77,8 +80,9 @@ export class HistoryGrpcService {
           await h.listEvents(p, {
             threadId: requiredId(r.thread_id, 'thread_id'),
             runId: optionalId(r.run_id, 'run_id'),
-            categories: categoriesOf(categoryNames(r.categories)),
+            categories: categoriesOf(requestCategories(r.categories, r.category_names)),
             eventTypes: eventTypesOf(r.event_types),
+            taskId: taskIdOf(r.metadata_task_id, 'metadata_task_id', true),
             ...pagingOf(r),
           }),
         ),

@@ -9,7 +9,7 @@
 import type pg from 'pg';
 import type { Principal } from '../auth/principal.js';
 import { readScope, userScope, writeScope } from '../auth/scope.js';
-import type { CategoryName, StoredEvent } from '../domain/event.js';
+import type { StoredEvent } from '../domain/event.js';
 import type { RunStatusName } from '../domain/run-lifecycle.js';
 import { ErrorCode, RunstreamError } from '../errors.js';
 import { readEventsPage } from '../persist/queries.js';
@@ -22,13 +22,15 @@ import { pageCursors } from './page-cursors.js';
 export interface EventsQuery {
   readonly threadId: string;
   readonly runId?: string | undefined;
-  readonly categories?: ReadonlySet<CategoryName> | undefined;
+  readonly categories?: ReadonlySet<string> | undefined;
   readonly eventTypes?: ReadonlySet<string> | undefined;
   readonly afterSeq: number;
   /** Set (>= 1): the page below it, newest first. */
   readonly beforeSeq?: number | undefined;
   readonly limit: number;
   readonly userId?: string | undefined;
+  /** Only events whose `metadata.task_id` is this string (DeerFlow's subagent tasks). */
+  readonly taskId?: string | undefined;
 }
 
 export interface EventsPage {
@@ -102,6 +104,7 @@ export class History {
       beforeSeq: q.beforeSeq,
       descending,
       filter: { runId: q.runId, categories: q.categories, eventTypes: q.eventTypes, userId },
+      taskId: q.taskId,
       limit: q.limit + 1, // one more than asked: whether there is a next page
       maxBytes: this.#o.maxPageBytes,
     });

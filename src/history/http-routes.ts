@@ -17,6 +17,7 @@ import {
   eventTypesOf,
   MAX_HISTORY_LIMIT,
   statusesOf,
+  taskIdOf,
 } from './params.js';
 import { chatMessageJson, eventsJson, runJson } from './render.js';
 
@@ -149,6 +150,7 @@ export function historyRoutes(o: HistoryRoutesOptions): Route[] {
       runId,
       categories: categoriesOf(listParam(url, 'categories')),
       eventTypes: eventTypesOf(listParam(url, 'event_types')),
+      taskId: taskIdOf(url.searchParams.get('metadata.task_id'), 'metadata.task_id', false),
       ...paging(url),
     };
     const waitMs = intParam(url, 'wait_ms', 0, 0, MAX_WAIT_MS);
@@ -159,6 +161,9 @@ export function historyRoutes(o: HistoryRoutesOptions): Route[] {
           'wait_ms',
           'cannot be combined with before_seq: only new events are waited for',
         );
+      }
+      if (q.taskId !== undefined) {
+        throw new InvalidArgumentError('wait_ms', 'cannot be combined with metadata.task_id');
       }
       return o.longPoll(p, q, waitMs, res);
     }
@@ -205,7 +210,7 @@ export function historyRoutes(o: HistoryRoutesOptions): Route[] {
     sendJson(res, 200, { thread_id: threadId, ...(runId === undefined ? {} : { run_id: runId }), count: n });
   };
 
-  const EVENTS = [...PAGING, 'categories', 'event_types', 'wait_ms'];
+  const EVENTS = [...PAGING, 'categories', 'event_types', 'metadata.task_id', 'wait_ms'];
   return [
     threadsRoute,
     route('GET', `${THREAD}/events`, [...EVENTS, 'run_id'], (p, ids, url, res) =>

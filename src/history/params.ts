@@ -3,7 +3,7 @@
  * input with the same `<field>: <problem>` message.
  */
 
-import { CATEGORIES, type CategoryName } from '../domain/event.js';
+import { CATEGORY_PATTERN } from '../domain/event.js';
 import { MAX_FILTER_VALUES } from '../domain/filter.js';
 import { EVENT_TYPE_PATTERN } from '../domain/ids.js';
 import { RUN_STATUSES, type RunStatusName } from '../domain/run-lifecycle.js';
@@ -47,15 +47,34 @@ function list<T extends string>(
   return raw as T[];
 }
 
-/** Category names (`message`, `trace`, `lifecycle`); empty means all. */
-export function categoriesOf(raw: readonly string[] | undefined): ReadonlySet<CategoryName> | undefined {
-  const names = list<CategoryName>(
+/** Category names (`message`, `trace`, `lifecycle` or any other); empty means all. */
+export function categoriesOf(raw: readonly string[] | undefined): ReadonlySet<string> | undefined {
+  const names = list<string>(
     raw,
     'categories',
-    (v) => (CATEGORIES as readonly string[]).includes(v),
-    'message, trace or lifecycle',
+    (v) => CATEGORY_PATTERN.test(v),
+    'a category name (a lower-case identifier matching [a-z][a-z0-9_]{0,63})',
   );
   return names && new Set(names);
+}
+
+/** Longest `metadata.task_id` a History filter takes. */
+export const MAX_TASK_ID_CHARS = 256;
+
+/**
+ * The `metadata.task_id` filter: only events whose metadata has this string as `task_id`.
+ * Absent means no filter; so does empty where the transport cannot tell the two apart (proto).
+ */
+export function taskIdOf(
+  v: string | null | undefined,
+  field: string,
+  emptyIsAbsent: boolean,
+): string | undefined {
+  if (v === null || v === undefined || (v === '' && emptyIsAbsent)) return undefined;
+  if (v === '') throw new InvalidArgumentError(field, 'must not be empty');
+  if (v.length > MAX_TASK_ID_CHARS)
+    throw new InvalidArgumentError(field, `is longer than ${MAX_TASK_ID_CHARS} characters`);
+  return v;
 }
 
 export function eventTypesOf(raw: readonly string[] | undefined): ReadonlySet<string> | undefined {

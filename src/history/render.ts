@@ -3,8 +3,9 @@
  * form, {@link eventJson}; runs and chat messages in snake_case with JSON values inline)
  * and the `runstream.v1` messages for gRPC.
  */
-import { eventJson, type StoredEvent } from '../domain/event.js';
+import { categoryEnum, eventJson, type StoredEvent } from '../domain/event.js';
 import type { RunStatusName } from '../domain/run-lifecycle.js';
+import { timeTextMs } from '../domain/time-text.js';
 import type { Timestamp } from '../gen/google/protobuf/Timestamp.js';
 import type { ChatMessage as ProtoChatMessage } from '../gen/runstream/v1/ChatMessage.js';
 import type { ChatRole } from '../gen/runstream/v1/ChatRole.js';
@@ -14,13 +15,11 @@ import type { RunStatus } from '../gen/runstream/v1/RunStatus.js';
 import type { RunRecord } from '../persist/runs.js';
 import type { ChatMessage, ChatRoleName } from './chat.js';
 
-/** An RFC 3339 time as a protobuf Timestamp. */
+/** An RFC 3339 time, or a producer's time text (domain/time-text.ts), as a protobuf Timestamp. */
 export function timestamp(iso: string): Timestamp {
-  const ms = Date.parse(iso);
+  const ms = timeTextMs(iso) ?? Date.parse(iso);
   return { seconds: Math.floor(ms / 1000), nanos: (((ms % 1000) + 1000) % 1000) * 1_000_000 };
 }
-
-const PROTO_CATEGORY = { message: 'MESSAGE', trace: 'TRACE', lifecycle: 'LIFECYCLE' } as const;
 
 export function eventProto(e: StoredEvent): ProtoEvent {
   return {
@@ -28,9 +27,11 @@ export function eventProto(e: StoredEvent): ProtoEvent {
     run_id: e.run_id,
     event_id: e.event_id,
     event_type: e.event_type,
-    category: PROTO_CATEGORY[e.category],
+    category: categoryEnum(e.category),
+    category_name: e.category,
     user_id: e.user_id,
     created_at: timestamp(e.created_at),
+    created_at_text: e.created_at_text ?? e.created_at,
     content_json: e.content_json,
     metadata_json: e.metadata_json,
     seq: e.seq,

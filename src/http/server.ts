@@ -112,17 +112,18 @@ export class HttpServer implements AsyncDisposable {
       res.writeHead(200, { 'content-type': contentType }).end(req.method === 'HEAD' ? undefined : body);
       return;
     }
+    // Browsers only: refuse other origins, and let allowed ones read the answers (CORS).
+    if (!this.#origins.allows(req.headers.origin)) {
+      return sendError(res, new OriginNotAllowedError(req.headers.origin ?? ''));
+    }
+    if (this.#origins.applyCors(req, res)) return;
+    // After CORS, so that a browser on another origin reads the 429 rather than a network error.
     if (this.#o.unsent.full) {
       throw new RunstreamError(
         ErrorCode.ResourceExhausted,
         `answers not yet read by their clients hold ${this.#o.unsent.bytes} bytes on this node; retry later`,
       );
     }
-    // Browsers only: refuse other origins, and let allowed ones read the answers (CORS).
-    if (!this.#origins.allows(req.headers.origin)) {
-      return sendError(res, new OriginNotAllowedError(req.headers.origin ?? ''));
-    }
-    if (this.#origins.applyCors(req, res)) return;
     const m = this.#o.router.match(req.method ?? 'GET', url.pathname);
     if (m.kind === 'route') return m.route.handle(req, res, m.params, url);
     if (m.kind === 'method') {

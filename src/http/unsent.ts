@@ -53,6 +53,7 @@ const tracked = new WeakMap<ServerResponse, UnsentResponses>();
 
 /** Writes a whole JSON answer, counted against its server's {@link UnsentResponses}. */
 export function endJson(res: ServerResponse, status: number, json: string): void {
-  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8' }).end(json);
-  tracked.get(res)?.hold(res, json.length);
+  const body = Buffer.from(json);
+  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8' }).end(body);
+  tracked.get(res)?.hold(res, body.length);
 }

@@ -4,9 +4,10 @@
  * request is refused whole.
  */
 import { v7 as uuidv7 } from 'uuid';
-import { CATEGORY_NUMBER, type CategoryName, type LogRecord } from '../domain/event.js';
+import { CATEGORY_PATTERN, CATEGORY_RULE, categoryOfEnum, type LogRecord } from '../domain/event.js';
 import { EVENT_TYPE_PATTERN, optionalId, requiredId } from '../domain/ids.js';
-import { InvalidArgumentError } from '../errors.js';
+import { TIME_TEXT_RULE, timeTextMs } from '../domain/time-text.js';
+import { InvalidArgumentError, quote } from '../errors.js';
 import type { Event__Output } from '../gen/runstream/v1/Event.js';
 import { jsonTextProblem } from './json-text.js';
 
@@ -16,12 +17,6 @@ export interface ValidationLimits {
   /** Deepest nesting of content_json and metadata_json (RS_MAX_JSON_DEPTH). */
   readonly maxJsonDepth: number;
 }
-
-const CATEGORY_BY_ENUM: Readonly<Record<string, CategoryName>> = {
-  MESSAGE: 'message',
-  TRACE: 'trace',
-  LIFECYCLE: 'lifecycle',
-};
 
 /** Validates a whole request's events and turns them into log records, or throws. */
 export function validateEvents(
@@ -60,13 +55,7 @@ function validateEvent(
       e.event_type === '' ? 'is required' : 'must be 1-64 printable ASCII characters without spaces',
     );
   }
-  const category = CATEGORY_BY_ENUM[e.category as string];
-  if (category === undefined || CATEGORY_NUMBER[category] === undefined) {
-    throw new InvalidArgumentError(
-      `${path}.category`,
-      `must be MESSAGE, TRACE or LIFECYCLE (got ${String(e.category)})`,
-    );
-  }
+  const category = categoryOf(e, path);
   if (e.seq !== 0) throw new InvalidArgumentError(`${path}.seq`, 'is assigned by the broker; leave it 0');
   if (e.offset !== 0)
     throw new InvalidArgumentError(`${path}.offset`, 'is assigned by the broker; leave it 0');
@@ -89,7 +78,7 @@ function validateEvent(
   }
   checkJson(metadataJson, `${path}.metadata_json`, true, limits.maxJsonDepth);
 
-  return {
+  const record: LogRecord = {
     thread_id: e.thread_id,
     run_id: e.run_id,
     event_id: e.event_id === '' ? uuidv7() : e.event_id,
@@ -100,6 +89,45 @@ function validateEvent(
     content_json: e.content_json,
     metadata_json: metadataJson,
   };
+  const text = e.created_at_text;
+  if (text === '' || text === undefined) return record;
+  if (e.created_at) {
+    throw new InvalidArgumentError(
+      `${path}.created_at_text`,
+      'cannot be given with created_at; give one of them',
+    );
+  }
+  return { ...record, created_at: timeTextToIso(text, `${path}.created_at_text`), created_at_text: text };
+}
+
+/**
+ * The event's category: `category_name` when given (any name matching the rule; the enum,
+ * if set too, must name the same one), else the enum's known name.
+ */
+function categoryOf(e: Event__Output, path: string): string {
+  const byEnum = categoryOfEnum(e.category);
+  const name = e.category_name;
+  if (name === '' || name === undefined) {
+    if (byEnum === undefined) {
+      throw new InvalidArgumentError(
+        `${path}.category`,
+        `must be MESSAGE, TRACE or LIFECYCLE, or category_name set (got ${String(e.category)})`,
+      );
+    }
+    return byEnum;
+  }
+  if (!CATEGORY_PATTERN.test(name)) {
+    throw new InvalidArgumentError(`${path}.category_name`, `${CATEGORY_RULE} (got ${quote(name)})`);
+  }
+  const enumSet =
+    e.category !== 'CATEGORY_UNSPECIFIED' && e.category !== undefined && (e.category as unknown) !== 0;
+  if (enumSet && byEnum !== name) {
+    throw new InvalidArgumentError(
+      `${path}.category`,
+      `is ${String(e.category)} but category_name is ${quote(name)}; leave category unset or name the same one`,
+    );
+  }
+  return name;
 }
 
 /**
@@ -124,6 +152,16 @@ function checkJson(text: string, field: string, mustBeObject: boolean, maxDepth:
 
 const MIN_TIMESTAMP_S = Date.UTC(1970, 0, 1) / 1000;
 const MAX_TIMESTAMP_S = Date.UTC(9999, 11, 31) / 1000;
+
+/** A producer's time text (domain/time-text.ts) as the RFC 3339 instant it names. */
+function timeTextToIso(text: string, field: string): string {
+  const ms = timeTextMs(text);
+  if (ms === undefined) throw new InvalidArgumentError(field, `${TIME_TEXT_RULE} (got ${quote(text)})`);
+  if (ms < MIN_TIMESTAMP_S * 1000 || ms > MAX_TIMESTAMP_S * 1000) {
+    throw new InvalidArgumentError(field, 'must be between 1970 and 9999');
+  }
+  return new Date(ms).toISOString();
+}
 
 function timestampToIso(ts: { seconds: number | string; nanos: number }, field: string): string {
   const seconds = Number(ts.seconds);

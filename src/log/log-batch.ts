@@ -32,8 +32,11 @@ import { msgId } from './subjects.js';
 
 /** Bytes of a log message other than its events' payloads, at most: header, ids, subject, headers. */
 export const LOG_MESSAGE_OVERHEAD_BYTES = 1024;
-/** Header bytes of one event in a message, at most (ids of 128 characters, a 64-character type). */
-export const LOG_EVENT_OVERHEAD_BYTES = 512;
+/**
+ * Header bytes of one event in a message, at most: ids of 128 characters, a 64-character type
+ * (escaped, up to twice that), a 64-character category name, its times and the keys.
+ */
+export const LOG_EVENT_OVERHEAD_BYTES = 768;
 
 export interface LogMessage {
   readonly threadId: string;
@@ -62,6 +65,7 @@ export function encodeLogMessages(records: readonly LogRecord[], maxBytes: numbe
       category: r.category,
       user_id: r.user_id,
       created_at: r.created_at,
+      created_at_text: r.created_at_text,
       content_length: r.content_json.length,
       metadata_length: r.metadata_json.length,
     });
@@ -173,6 +177,7 @@ function decodeV2(text: string): LogRecord[] {
       category: e.category,
       user_id: e.user_id,
       created_at: e.created_at,
+      ...(e.created_at_text === undefined ? {} : { created_at_text: e.created_at_text }),
       content_json: take(e.content_length, 'content_length'),
       metadata_json: take(e.metadata_length, 'metadata_length'),
     }),

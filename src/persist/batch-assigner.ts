@@ -12,7 +12,7 @@
  *  6. for events the store refused (poison.ts), their dead letters, one statement.
  */
 import type pg from 'pg';
-import { CATEGORY_NUMBER, type StoredEvent } from '../domain/event.js';
+import { categoryNumber, type StoredEvent } from '../domain/event.js';
 import type { Horizons } from './deletions.js';
 import { noticeEventId, rejectionNotice, storableText } from './poison.js';
 import { type RunDelta, runDeltas } from './runs.js';
@@ -42,13 +42,14 @@ const RUN_HORIZONS_SQL = `
 
 const INSERT_SQL = `
   INSERT INTO run_events
-    (thread_id, seq, event_id, run_id, event_type, category, user_id, created_at, content, metadata, stream_offset)
+    (thread_id, seq, event_id, run_id, event_type, category, user_id, created_at, content, metadata, stream_offset,
+     category_name, created_at_text)
   SELECT x.thread_id, x.seq, x.event_id, x.run_id, x.event_type, x.category, x.user_id, x.created_at,
-         x.content::json, x.metadata::json, x.stream_offset
+         x.content::json, x.metadata::json, x.stream_offset, x.category_name, x.created_at_text
     FROM unnest($1::text[], $2::int8[], $3::text[], $4::text[], $5::text[], $6::int2[], $7::text[],
-                $8::timestamptz[], $9::text[], $10::text[], $11::int8[])
+                $8::timestamptz[], $9::text[], $10::text[], $11::int8[], $12::text[], $13::text[])
          AS x(thread_id, seq, event_id, run_id, event_type, category, user_id, created_at,
-              content, metadata, stream_offset)`;
+              content, metadata, stream_offset, category_name, created_at_text)`;
 
 // runs.ts RECORD_SQL with a thread_id column: under the threads' advisory locks nothing
 // else writes these rows, so update-then-insert is race-free. Each thread appears once in
@@ -98,9 +99,9 @@ const RECORD_SQL = `
 // A refused event's dead letter, once (a replay finds it there and its notice stored).
 const DEAD_LETTER_SQL = `
   INSERT INTO dead_letters (thread_id, event_id, run_id, event_type, category, user_id, created_at, content,
-                            metadata, stream_offset, error, sqlstate, notice_seq)
+                            metadata, stream_offset, error, sqlstate, notice_seq, category_name)
   SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int2[], $6::text[], $7::text[],
-                       $8::text[], $9::text[], $10::int8[], $11::text[], $12::text[], $13::int8[])
+                       $8::text[], $9::text[], $10::int8[], $11::text[], $12::text[], $13::int8[], $14::text[])
   ON CONFLICT (thread_id, event_id) DO NOTHING`;
 
 interface ThreadState {
@@ -220,6 +221,8 @@ export async function storeBatch(
       content: [] as string[],
       metadata: [] as string[],
       offset: [] as number[],
+      categoryName: [] as (string | null)[],
+      createdAtText: [] as (string | null)[],
     };
     const dead = {
       threadId: [] as string[],
@@ -235,6 +238,7 @@ export async function storeBatch(
       error: [] as string[],
       sqlstate: [] as string[],
       noticeSeq: [] as number[],
+      categoryName: [] as (string | null)[],
     };
     const heads = { threadId: [] as string[], head: [] as number[] };
     const deltas: { threadId: string; d: RunDelta }[] = [];
@@ -262,9 +266,11 @@ export async function storeBatch(
           dead.eventId.push(r.event_id);
           dead.runId.push(r.run_id);
           dead.eventType.push(r.event_type);
-          dead.category.push(CATEGORY_NUMBER[r.category]);
+          const deadCategory = categoryNumber(r.category);
+          dead.category.push(deadCategory);
+          dead.categoryName.push(deadCategory === 0 ? r.category : null);
           dead.userId.push(r.user_id);
-          dead.createdAt.push(r.created_at);
+          dead.createdAt.push(r.created_at_text ?? r.created_at);
           dead.content.push(storableText(r.content_json));
           dead.metadata.push(storableText(r.metadata_json));
           dead.offset.push(p.offset);
@@ -284,9 +290,12 @@ export async function storeBatch(
         ins.eventId.push(r.event_id);
         ins.runId.push(r.run_id);
         ins.eventType.push(r.event_type);
-        ins.category.push(CATEGORY_NUMBER[r.category]);
+        const category = categoryNumber(r.category);
+        ins.category.push(category);
+        ins.categoryName.push(category === 0 ? r.category : null);
         ins.userId.push(r.user_id);
         ins.createdAt.push(r.created_at);
+        ins.createdAtText.push(r.created_at_text ?? null);
         ins.content.push(r.content_json);
         ins.metadata.push(r.metadata_json);
         ins.offset.push(p.offset);
@@ -315,6 +324,8 @@ export async function storeBatch(
           ins.content,
           ins.metadata,
           ins.offset,
+          ins.categoryName,
+          ins.createdAtText,
         ],
       });
       const col = <K extends keyof RunDelta>(k: K): RunDelta[K][] => deltas.map((x) => x.d[k]);
@@ -364,6 +375,7 @@ export async function storeBatch(
           dead.error,
           dead.sqlstate,
           dead.noticeSeq,
+          dead.categoryName,
         ],
       });
     }

@@ -56,6 +56,7 @@ export function rejectionNotice(r: LogRecord, rejection: Rejection): LogRecord {
     user_id: r.user_id,
     // The refused event's own time, unless that time could be what Postgres refused.
     created_at: /^\d{4}-/.test(r.created_at) ? r.created_at : new Date().toISOString(),
+    ...(r.created_at_text === undefined ? {} : { created_at_text: r.created_at_text }),
     content_json: JSON.stringify({
       event_id: r.event_id,
       event_type: r.event_type,

@@ -7,7 +7,7 @@ import {
   type StoredToolCall,
   TOOL_CALL_TYPES,
 } from '../domain/chat.js';
-import { CATEGORY_NUMBER, categoryName, type StoredEvent } from '../domain/event.js';
+import { categoryName, categoryNumber, type StoredEvent } from '../domain/event.js';
 import type { EventFilter } from '../domain/filter.js';
 import { TERMINAL_EVENT_TYPES } from '../domain/run-lifecycle.js';
 
@@ -19,14 +19,18 @@ interface EventRow {
   event_id: string;
   event_type: string;
   category: number;
+  /** The name of a category other than the known three (category 0); NULL for those. */
+  category_name: string | null;
   user_id: string;
   created_at: string;
+  /** The producer's own text of created_at, or NULL. */
+  created_at_text: string | null;
   content: string;
   metadata: string;
 }
 
-const EVENT_COLUMNS = `seq, stream_offset, thread_id, run_id, event_id, event_type, category, user_id,
-  to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at,
+const EVENT_COLUMNS = `seq, stream_offset, thread_id, run_id, event_id, event_type, category, category_name, user_id,
+  to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at, created_at_text,
   content::text AS content, metadata::text AS metadata`;
 
 function toStored(r: EventRow): StoredEvent {
@@ -37,9 +41,10 @@ function toStored(r: EventRow): StoredEvent {
     run_id: r.run_id,
     event_id: r.event_id,
     event_type: r.event_type,
-    category: categoryName(r.category),
+    category: r.category_name ?? categoryName(r.category),
     user_id: r.user_id,
     created_at: r.created_at,
+    ...(r.created_at_text === null ? {} : { created_at_text: r.created_at_text }),
     content_json: r.content,
     metadata_json: r.metadata,
   };
@@ -55,6 +60,8 @@ export interface PageQuery {
   /** Newest first: the page ends `limit` events below the upper bound ("load earlier"). */
   readonly descending?: boolean | undefined;
   readonly filter: EventFilter;
+  /** Only events whose `metadata.task_id` is this string (History; subscriptions have no such filter). */
+  readonly taskId?: string | undefined;
   /** With a run filter: also return the run's terminal lifecycle events, whatever the other filters. */
   readonly withTerminal?: boolean;
   readonly limit: number;
@@ -107,7 +114,8 @@ export async function readEventsPage(db: pg.Pool | pg.ClientBase, q: PageQuery):
     q.filter.runId !== undefined ||
     q.filter.categories !== undefined ||
     q.filter.eventTypes !== undefined ||
-    q.filter.userId !== undefined;
+    q.filter.userId !== undefined ||
+    q.taskId !== undefined;
   let window = Math.min(filtered ? 2 * q.limit : q.limit, Math.max(MAX_WINDOW, q.limit));
   const events: StoredEvent[] = [];
   let bytes = 0;
@@ -171,11 +179,25 @@ async function readWindow(
   ];
   if (q.filter.runId !== undefined) where.push(`run_id = ${param(q.filter.runId)}`);
   const narrow: string[] = [];
-  if (q.filter.categories)
-    narrow.push(`category = ANY(${param([...q.filter.categories].map((c) => CATEGORY_NUMBER[c]))}::int2[])`);
+  if (q.filter.categories) {
+    // The known three by number (as stored since migration 0001), any other name by name.
+    const numbers = [...q.filter.categories].map(categoryNumber);
+    const known = numbers.filter((n) => n !== 0);
+    const others = [...q.filter.categories].filter((_, i) => numbers[i] === 0);
+    const either: string[] = [];
+    if (known.length > 0) either.push(`category = ANY(${param(known)}::int2[])`);
+    if (others.length > 0) either.push(`category_name = ANY(${param(others)}::text[])`);
+    narrow.push(either.length === 1 ? (either[0] as string) : `(${either.join(' OR ')})`);
+  }
   if (q.filter.eventTypes) narrow.push(`event_type = ANY(${param([...q.filter.eventTypes])}::text[])`);
   // Inside `narrow`: a user-scoped run subscription still sees the run's terminal event, so it ends.
   if (q.filter.userId !== undefined) narrow.push(`user_id = ${param(q.filter.userId)}`);
+  // A string, as the metadata holds it: a number 1 is not the task "1".
+  if (q.taskId !== undefined) {
+    narrow.push(
+      `(json_typeof(metadata->'task_id') = 'string' AND metadata->>'task_id' = ${param(q.taskId)})`,
+    );
+  }
   if (narrow.length > 0) {
     const terminal =
       q.withTerminal && q.filter.runId !== undefined

@@ -74,7 +74,7 @@ export function runDeltas(inserted: readonly StoredEvent[]): RunDelta[] {
     d.events++;
     if (e.category === 'message') d.messages++;
     else if (e.category === 'trace') d.traces++;
-    else d.lifecycles++;
+    else if (e.category === 'lifecycle') d.lifecycles++;
     if (e.created_at < d.started_at) d.started_at = e.created_at;
     if (e.created_at > d.updated_at) d.updated_at = e.created_at;
     const signal = classify(e.category, e.event_type, e.content_json);

@@ -11,6 +11,8 @@ from typing import Any
 
 from runstream.v1 import runstream_pb2 as pb
 
+# The categories the broker gives a meaning to; any other lower-case identifier
+# ([a-z][a-z0-9_]{0,63}) is stored and returned as given.
 CATEGORIES = ("message", "trace", "lifecycle")
 _CATEGORY_ENUM = {"message": pb.MESSAGE, "trace": pb.TRACE, "lifecycle": pb.LIFECYCLE}
 ACK_LEVELS = {"ACCEPTED": pb.ACCEPTED, "PERSISTED": pb.PERSISTED}
@@ -41,7 +43,12 @@ def new_id_prefix() -> str:
 
 @dataclass
 class Event:
-    """One event to publish. ``content`` is any JSON value; ``content_json`` wins when given."""
+    """One event to publish. ``content`` is any JSON value; ``content_json`` wins when given.
+
+    ``category`` is any lower-case identifier (``message``, ``trace`` and ``lifecycle`` mean
+    something to the broker). ``created_at`` goes as text (a ``datetime`` as its ``isoformat()``),
+    which the broker returns exactly as given.
+    """
 
     thread_id: str
     run_id: str
@@ -97,27 +104,23 @@ def parse_time(value: datetime | str) -> datetime:
 
 def to_proto(e: Event, ids: _IdSource) -> pb.Event:
     """The wire event. An empty ``event_id`` is filled in here, once, so retries reuse it."""
-    if e.category not in _CATEGORY_ENUM:
-        raise RunstreamError(
-            "invalid_argument",
-            f"category: {e.category!r} is not one of {', '.join(CATEGORIES)}",
-        )
     if not e.event_id:
         e.event_id = ids.next()
     msg = pb.Event(
         thread_id=e.thread_id,
         run_id=e.run_id,
         event_type=e.event_type,
-        category=_CATEGORY_ENUM[e.category],
+        # By name, any category; the enum too for the three known ones.
+        category=_CATEGORY_ENUM.get(e.category, pb.CATEGORY_UNSPECIFIED),
+        category_name=e.category,
         content_json=e.content_json if e.content_json is not None else json.dumps(e.content, ensure_ascii=False),
         metadata_json="" if e.metadata is None else json.dumps(e.metadata, ensure_ascii=False),
         event_id=e.event_id,
         user_id=e.user_id or "",
     )
     if e.created_at is not None:
-        ms = int(parse_time(e.created_at).timestamp() * 1000)
-        msg.created_at.seconds = ms // 1000
-        msg.created_at.nanos = (ms % 1000) * 1_000_000
+        # As text, which the broker keeps and returns exactly (a str as given, a datetime's isoformat()).
+        msg.created_at_text = e.created_at if isinstance(e.created_at, str) else e.created_at.isoformat()
     return msg
 
 

@@ -9,10 +9,8 @@ the latest ``limit``; ``before_seq`` → the last ``limit`` below it; ``after_se
 ``limit`` above it; both bounds exclusive. Pages the broker cuts short (by bytes, or its 1000
 limit) are followed until ``limit`` records are collected.
 
-Where this differs from DeerFlow's own stores (see docs/clients.md): categories are
-runstream's three (``message``, ``trace``, ``lifecycle``) until the broker accepts an open set;
-``created_at`` is kept at millisecond precision and read back in ``isoformat()`` form;
-``list_events(task_id=…)`` filters ``metadata.task_id`` in the client, page by page.
+Categories are an open set, as in DeerFlow (only ``message`` counts as a message), and a
+``created_at`` comes back exactly as given: the broker stores both as sent. See docs/clients.md.
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ import hashlib
 from datetime import datetime, timezone
 from typing import Any
 
-from runstream._common import CATEGORIES, Event, RunstreamError, parse_time
+from runstream._common import Event, RunstreamError
 from runstream.history import MAX_LIMIT, MAX_SEQ, AsyncHistoryClient
 from runstream.publisher import AsyncPublisher
 
@@ -61,7 +59,7 @@ def _record(e: dict) -> dict:
         "content": e["content"],
         "metadata": e["metadata"],
         "seq": e["seq"],
-        "created_at": parse_time(e["created_at"]).isoformat(),
+        "created_at": e["created_at"],
     }
 
 
@@ -84,18 +82,12 @@ class RunstreamEventStore(_Base):  # type: ignore[misc,valid-type]
     # ---- writes ---------------------------------------------------------------------------
 
     def _event(self, d: dict, event_id: str = "") -> Event:
-        category = d["category"]
-        if category not in CATEGORIES:
-            raise RunstreamError(
-                "invalid_argument",
-                f"category: {category!r} is not one of {', '.join(CATEGORIES)}; the broker does not yet take other categories",
-            )
         created_at = d.get("created_at")
         return Event(
             thread_id=d["thread_id"],
             run_id=d["run_id"],
             event_type=d["event_type"],
-            category=category,
+            category=d["category"],
             content=d.get("content", ""),
             metadata=d.get("metadata") or {},
             event_id=event_id,
@@ -264,7 +256,8 @@ class RunstreamEventStore(_Base):  # type: ignore[misc,valid-type]
         limit: int = DEFAULT_EVENTS_LIMIT,
         after_seq: int | None = None,
     ) -> list[dict]:
-        keep = None if task_id is None else (lambda e: (e.get("metadata") or {}).get("task_id") == task_id)
+        # History filters on metadata.task_id; it refuses an empty one, which only the client can match.
+        keep = (lambda e: (e.get("metadata") or {}).get("task_id") == "") if task_id == "" else None
         return await self._page(
             thread_id,
             limit=limit,
@@ -273,6 +266,7 @@ class RunstreamEventStore(_Base):  # type: ignore[misc,valid-type]
             keep=keep,
             run_id=run_id,
             event_types=list(event_types) if event_types else None,
+            task_id=task_id or None,
         )
 
     async def list_messages_by_run(

@@ -78,7 +78,9 @@ class HistoryClient:
         event_types: list[str] | None = None,
         user_id: str | None = None,
         wait_ms: int | None = None,
+        task_id: str | None = None,
     ) -> dict:
+        """A page of events; ``task_id`` keeps only events whose ``metadata.task_id`` is that string."""
         path = f"/v1/threads/{_seg(thread_id)}" + (f"/runs/{_seg(run_id)}" if run_id else "") + "/events"
         return self.request(
             "GET",
@@ -91,6 +93,7 @@ class HistoryClient:
                 "event_types": event_types,
                 "user_id": user_id,
                 "wait_ms": wait_ms,
+                "metadata.task_id": task_id,
             },
         )
 

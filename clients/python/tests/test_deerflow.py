@@ -2,10 +2,10 @@
 
 import asyncio
 import inspect
-from datetime import datetime
 
 import pytest
 
+from runstream import RunstreamError
 from runstream.deerflow import RunstreamEventStore
 
 # DeerFlow's RunEventStore (runtime/events/store/base.py): every method and its parameters.
@@ -49,7 +49,7 @@ def run(coro):
 
 def test_put_returns_the_record_with_its_seq_and_reads_give_back_what_was_put(store, thread):
     async def main():
-        created = "2026-06-04T10:00:00.123000+00:00"
+        created = "2026-06-04T10:00:00.123456+00:00"  # microseconds: returned exactly, as text
         rec = await store.put(
             thread_id=thread,
             run_id="r1",
@@ -74,10 +74,47 @@ def test_put_returns_the_record_with_its_seq_and_reads_give_back_what_was_put(st
         [read] = await store.list_messages(thread)
         assert read == rec
         [note] = await store.list_events(thread, "r1", event_types=["note"])
-        assert note["content"] == "just text"
-        # Kept at millisecond precision: what a caller gave at that precision comes back equal.
-        delta = datetime.fromisoformat(note["created_at"]) - datetime.fromisoformat(plain["created_at"])
-        assert abs(delta.total_seconds()) < 0.001
+        assert note == plain  # the time the store stamped comes back as it was returned
+        # Other forms DeerFlow may hold come back as given too: a naive time, another offset.
+        for i, given in enumerate(["2026-06-04T10:00:01.000001", "2026-06-04T12:00:02+02:00"]):
+            r = await store.put(thread_id=thread, run_id="r1", event_type=f"t{i}", category="trace", created_at=given)
+            assert r["created_at"] == given
+            [back] = await store.list_events(thread, "r1", event_types=[f"t{i}"])
+            assert back == r
+        await store.close()
+
+    run(main())
+
+
+def test_categories_are_an_open_set_and_only_message_is_a_message(store, thread):
+    async def main():
+        recs = await store.put_batch(
+            [
+                {"thread_id": thread, "run_id": "r1", "event_type": t, "category": c, "content": {"n": i}}
+                for i, (t, c) in enumerate(
+                    [
+                        ("human_message", "message"),
+                        ("summarize", "middleware"),
+                        ("llm_start", "trace"),
+                        ("task_started", "subagent_task"),
+                        ("ai_message", "message"),
+                        ("run_end", "lifecycle"),
+                    ]
+                )
+            ]
+        )
+        assert [r["seq"] for r in recs] == [1, 2, 3, 4, 5, 6]
+        events = await store.list_events(thread, "r1")
+        assert [e["category"] for e in events] == ["message", "middleware", "trace", "subagent_task", "message", "lifecycle"]
+        assert events == recs
+        assert [e["seq"] for e in await store.list_messages(thread)] == [1, 5]
+        assert [e["seq"] for e in await store.list_messages_by_run(thread, "r1")] == [1, 5]
+        assert await store.count_messages(thread) == 2
+        # A name the broker cannot take is refused, naming the field, and nothing is stored.
+        with pytest.raises(RunstreamError) as err:
+            await store.put(thread_id=thread, run_id="r1", event_type="x", category="Not A Name")
+        assert err.value.code == "invalid_argument" and "category_name" in err.value.message
+        assert len(await store.list_events(thread, "r1")) == 6
         await store.close()
 
     run(main())

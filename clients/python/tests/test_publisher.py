@@ -37,8 +37,11 @@ def test_a_refusal_names_the_field_and_stores_nothing(grpc_target, http_url, thr
             pub.publish(Event(thread, "run-1", "ai_chunk", "message", content_json="{nope")).result()
         assert err.value.code == "invalid_argument"
         assert "content_json" in err.value.message
-        with pytest.raises(RunstreamError):
-            pub.publish(Event(thread, "run-1", "ai_chunk", "chat", {}))
+        # Any lower-case identifier is a category; anything else is refused by the broker.
+        with pytest.raises(RunstreamError) as err:
+            pub.publish(Event(thread, "run-1", "ai_chunk", "Chat!", {})).result()
+        assert err.value.code == "invalid_argument"
+        assert "category_name" in err.value.message
     assert HistoryClient(http_url).list_events(thread)["events"] == []
 
 

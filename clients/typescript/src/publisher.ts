@@ -106,17 +106,19 @@ const RETRYABLE = new Set([
   grpc.status.UNKNOWN,
 ]);
 
-const GRPC_CATEGORY: Record<Category, string> = {
-  message: 'MESSAGE',
-  trace: 'TRACE',
-  lifecycle: 'LIFECYCLE',
-};
+/** The enum of the three known categories; any other goes by name only. */
+const GRPC_CATEGORY: ReadonlyMap<string, string> = new Map([
+  ['message', 'MESSAGE'],
+  ['trace', 'TRACE'],
+  ['lifecycle', 'LIFECYCLE'],
+]);
 
 interface RawEvent {
   thread_id: string;
   run_id: string;
   event_type: string;
   category: string;
+  category_name: string;
   content_json: string;
   metadata_json: string;
   event_id: string;
@@ -330,7 +332,8 @@ export class Publisher implements AsyncDisposable {
       thread_id: e.threadId,
       run_id: e.runId,
       event_type: e.eventType,
-      category: GRPC_CATEGORY[e.category] ?? 'CATEGORY_UNSPECIFIED',
+      category: GRPC_CATEGORY.get(e.category) ?? 'CATEGORY_UNSPECIFIED',
+      category_name: e.category,
       content_json: e.contentJson ?? JSON.stringify(e.content === undefined ? null : e.content),
       metadata_json: e.metadataJson ?? (e.metadata === undefined ? '' : JSON.stringify(e.metadata)),
       event_id: e.eventId ?? `${this.#idPrefix}-${++this.#nextId}`,

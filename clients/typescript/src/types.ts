@@ -3,8 +3,15 @@
  * as every reader gets it (docs/protocol.md §6) and the chat view's frames (§8).
  */
 
-export type Category = 'message' | 'trace' | 'lifecycle';
+/**
+ * An event's category. Categories are an open set (docs/protocol.md, categories): any
+ * lower-case identifier matching `[a-z][a-z0-9_]{0,63}`; `message`, `trace` and `lifecycle`
+ * are the ones the broker gives a meaning to.
+ */
+// `string & {}` keeps the three known names offered by editors while any other is accepted.
+export type Category = 'message' | 'trace' | 'lifecycle' | (string & {});
 
+/** The categories the broker gives a meaning to. */
 export const CATEGORIES: readonly Category[] = ['message', 'trace', 'lifecycle'];
 
 /** A stored event, exactly as WebSocket, SSE and History deliver it. */
@@ -20,7 +27,7 @@ export interface WireEvent {
   category: Category;
   /** `""` when the producer set none. */
   user_id: string;
-  /** RFC 3339, UTC, with milliseconds. */
+  /** The producer's own time text when it sent one, exactly; else RFC 3339, UTC, with milliseconds. */
   created_at: string;
   content: unknown;
   metadata: Record<string, unknown>;

@@ -12,10 +12,11 @@
  * nothing at N = 0), subscribes after N and applies every frame holds exactly History's
  * chat view at the last frame's seq.
  *
- * To start after N > 0, the view needs what of the projection's state lies before N: which
- * runs end in an anonymous assistant message, and from which seq (so that chunks after N
- * join it), looked up once at the start; and the names of tools whose calls are before N,
- * looked up when a result needs one. So the view processes its events in order, in a queue
+ * To start after N > 0, the view needs what of the projection's state lies before N, and
+ * looks it up when an event needs it: whether a run's last chat event before N was an
+ * anonymous assistant one, and from which seq (so that its chunks after N join it), at the
+ * run's first event after N; a named message begun before N; the name of a tool whose call
+ * is before N. So the view processes its events in order, in a queue
  * of its own, awaiting those lookups; the queue is bounded like a send queue.
  */
 import type pg from 'pg';
@@ -26,6 +27,7 @@ import {
   type ChatInput,
   ChatKeys,
   type ChatMessage,
+  isAnonymousAssistant,
   isNamedAssistantKey,
   metadataId,
   nameTools,
@@ -79,8 +81,12 @@ export class ChatViewSink<F> implements SubscriptionSink {
    * event of its thread itself). A message or call from up to it is looked up there.
    */
   #horizon = 0;
-  /** Runs whose state the last seed took from the store: part of the state, not counted against its bound. */
-  #seeded = 0;
+  /**
+   * Runs with a chat event since the horizon. The first of a run, if it is an anonymous
+   * assistant event, asks the store whether the run's last chat event up to the horizon was
+   * one too (then it goes on that message).
+   */
+  #runsSeen = new Set<string>();
   #sub: Subscription | undefined;
   #tasks: Task[] = [];
   /** Bytes of content and metadata of the events waiting in {@link #tasks}. */
@@ -94,6 +100,8 @@ export class ChatViewSink<F> implements SubscriptionSink {
   /** An end, deletion or error is queued: what is before it still goes out. */
   #final = false;
   #over = false;
+  /** The view stopped with events it never sent out. */
+  #dropped = false;
 
   constructor(inner: QueuedSink<F>, resources: SubscriptionResources, threadId: string) {
     this.#inner = inner;
@@ -106,13 +114,18 @@ export class ChatViewSink<F> implements SubscriptionSink {
   }
 
   resumeCursor(sub: Subscription): number {
-    return this.#started ? this.#cursor : sub.cursor;
+    if (!this.#started) return sub.cursor;
+    // With nothing waiting or under way, every event up to the subscription's cursor went out
+    // or was no chat event (filtered before the view): resuming there repeats nothing.
+    if (!this.#running && this.#tasks.length === 0 && !this.#dropped)
+      return Math.max(this.#cursor, sub.cursor);
+    return this.#cursor;
   }
 
-  started(sub: Subscription, cursor: number): void {
+  started(_sub: Subscription, cursor: number): void {
     this.#started = true;
     this.#cursor = cursor;
-    if (cursor > 0) this.#push(() => this.#seed(sub, cursor));
+    if (cursor > 0) this.#seed(cursor);
   }
 
   event(sub: Subscription, e: DeliveredEvent): void {
@@ -217,6 +230,8 @@ export class ChatViewSink<F> implements SubscriptionSink {
   }
 
   #stop(): void {
+    // Events waiting or under way that will not go out: the client resumes before them.
+    if (this.#running || this.#tasks.length > 0) this.#dropped = true;
     this.#over = true;
     this.#tasks = [];
     this.#pendingBytes = 0;
@@ -234,6 +249,10 @@ export class ChatViewSink<F> implements SubscriptionSink {
   }
 
   async #project(sub: Subscription, e: ChatInput): Promise<void> {
+    if (this.#horizon > 0 && !this.#runsSeen.has(e.run_id)) {
+      this.#runsSeen.add(e.run_id);
+      if (isAnonymousAssistant(e)) await this.#tailFromStore(sub, e.run_id);
+    }
     const key = this.#keys.keyOf(e);
     if (this.#horizon > 0 && !this.#builder.has(key)) await this.#adoptFromStore(sub, e, key);
     const change = this.#builder.apply(e, key);
@@ -249,8 +268,7 @@ export class ChatViewSink<F> implements SubscriptionSink {
     // Cut off by this frame: the client resumes before it (the cut-off reads the cursor).
     if (frame !== undefined && !this.#inner.queue.send(frame)) return;
     this.#cursor = e.seq;
-    if (this.#builder.size + this.#keys.size > CHAT_VIEW_MAX_STATE + this.#seeded)
-      await this.#seed(sub, e.seq);
+    if (this.#builder.size + this.#keys.size + this.#runsSeen.size > CHAT_VIEW_MAX_STATE) this.#seed(e.seq);
   }
 
   /**
@@ -298,22 +316,27 @@ export class ChatViewSink<F> implements SubscriptionSink {
   }
 
   /**
-   * Takes the projection's state at `cursor` from the store: which runs end in an
-   * anonymous assistant message, and where it began. Messages begun up to it and calls up
-   * to it are looked up when an event needs them.
+   * Drops the projection's state: from here on, what of it lies before `cursor` is looked
+   * up in the store when an event needs it (a run's anonymous message going on, a message
+   * begun before it, a tool's name), as for a view that starts at `cursor`.
    */
-  async #seed(sub: Subscription, cursor: number): Promise<void> {
+  #seed(cursor: number): void {
     this.#keys = new ChatKeys();
     this.#builder = new ChatBuilder({ keep: false });
+    this.#runsSeen = new Set();
     this.#horizon = cursor;
-    const { runId, userId } = sub.filter;
+  }
+
+  /** Whether `runId`'s last chat event up to the horizon was an anonymous assistant one, and of which message. */
+  async #tailFromStore(sub: Subscription, runId: string): Promise<void> {
+    const { userId } = sub.filter;
+    const horizon = this.#horizon;
     const tails = await shared(
       this.#pool,
-      `tails\u0000${this.#threadId}\u0000${runId ?? ''}\u0000${userId ?? ''}\u0000${cursor}`,
-      () => anonymousTails(this.#pool, { threadId: this.#threadId, uptoSeq: cursor, runId, userId }),
+      `tail\u0000${this.#threadId}\u0000${runId}\u0000${userId ?? ''}\u0000${horizon}`,
+      () => anonymousTails(this.#pool, { threadId: this.#threadId, uptoSeq: horizon, runId, userId }),
     );
     for (const t of tails) this.#keys.seedAnonymous(t.runId, t.firstSeq);
-    this.#seeded = tails.length;
   }
 }
 

@@ -254,6 +254,11 @@ export class Subscription {
     return true;
   }
 
+  /** Resolves once no run-end check is under way (one starts when the run's terminal event goes by). */
+  async endChecked(): Promise<void> {
+    while (this.#checkingEnd) await this.#checkingEnd;
+  }
+
   /**
    * NATS may have lost announcements (a reconnect): the thread's head is `head`. Behind it,
    * the subscription catches up from Postgres as it does for a hole.

@@ -11,16 +11,10 @@
  * falls back to a full parse, so a change to {@link eventJson} can cost speed, never
  * correctness.
  */
-import type { CategoryName } from '../../domain/event.js';
-import type { Category } from '../../gen/runstream/v1/Category.js';
+import { CATEGORY_PATTERN, categoryEnum } from '../../domain/event.js';
+import { timeTextMs } from '../../domain/time-text.js';
 import type { Event } from '../../gen/runstream/v1/Event.js';
 import { eventJsonParts, jsonValueEnd } from '../core/event-json-parts.js';
-
-const PROTO_CATEGORY: Readonly<Record<CategoryName, Category>> = {
-  message: 'MESSAGE',
-  trace: 'TRACE',
-  lifecycle: 'LIFECYCLE',
-};
 
 /** The proto form of an event's {@link eventJson} text. */
 export function eventProtoFromJson(json: string): Event {
@@ -65,8 +59,8 @@ function cutEvent(json: string): Event | undefined {
     pos = jsonValueEnd(json, pos);
     const event_type = JSON.parse(json.slice(typeStart, pos)) as string;
     expect(',"category":"');
-    const category = PROTO_CATEGORY[until('"') as CategoryName];
-    if (category === undefined) throw new ShapeError('category');
+    const category_name = until('"');
+    if (!CATEGORY_PATTERN.test(category_name)) throw new ShapeError('category');
     expect('","user_id":"');
     const user_id = until('"');
     expect('","created_at":"');
@@ -80,9 +74,11 @@ function cutEvent(json: string): Event | undefined {
       run_id,
       event_id,
       event_type,
-      category,
+      category: categoryEnum(category_name),
+      category_name,
       user_id,
       created_at: timestamp(createdAt),
+      created_at_text: createdAt,
       content_json,
       metadata_json,
     };
@@ -101,17 +97,20 @@ function parseEvent(json: string): Event {
     run_id: String(e.run_id),
     event_id: String(e.event_id),
     event_type: String(e.event_type),
-    category: PROTO_CATEGORY[e.category as CategoryName] ?? 'CATEGORY_UNSPECIFIED',
+    category: categoryEnum(String(e.category)),
+    category_name: String(e.category),
     user_id: typeof e.user_id === 'string' ? e.user_id : '',
     created_at: timestamp(String(e.created_at)),
+    created_at_text: String(e.created_at),
     content_json: JSON.stringify(e.content ?? null),
     metadata_json: JSON.stringify(e.metadata ?? {}),
   };
 }
 
-function timestamp(iso: string): { seconds: number; nanos: number } {
-  const ms = Date.parse(iso);
-  if (Number.isNaN(ms)) throw new ShapeError('created_at');
+/** The instant of an event's created_at text: the broker's RFC 3339, or the producer's own. */
+function timestamp(text: string): { seconds: number; nanos: number } {
+  const ms = timeTextMs(text);
+  if (ms === undefined) throw new ShapeError('created_at');
   const seconds = Math.floor(ms / 1000);
   return { seconds, nanos: (ms - seconds * 1000) * 1_000_000 };
 }

@@ -12,6 +12,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { watchExpiry } from '../../auth/expiry.js';
 import { type Authenticator, bearerFromGrpc } from '../../auth/principal.js';
+import { requestCategories } from '../../domain/event.js';
 import { ErrorCode, RunstreamError, TokenExpiredError, toRunstreamError } from '../../errors.js';
 import type { SubscribeRequest__Output } from '../../gen/runstream/v1/SubscribeRequest.js';
 import type { SubscribeResponse } from '../../gen/runstream/v1/SubscribeResponse.js';
@@ -234,7 +235,10 @@ export function parseSubscribeRequest(req: SubscribeRequest__Output): SubscribeR
     from_offset: req.start === 'from_offset' ? req.from_offset : undefined,
     live_only: req.start === 'live_only' ? req.live_only : undefined,
     run_id: req.run_id === '' ? undefined : req.run_id,
-    categories: req.categories.length === 0 ? undefined : req.categories.map((c) => String(c).toLowerCase()),
+    categories:
+      req.categories.length + req.category_names.length === 0
+        ? undefined
+        : requestCategories(req.categories, req.category_names),
     event_types: req.event_types.length === 0 ? undefined : req.event_types,
   });
 }

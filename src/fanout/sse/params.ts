@@ -4,12 +4,7 @@
  */
 import { InvalidArgumentError } from '../../errors.js';
 import { intParam, LIST_PARAMS, listParam, strictQuery } from '../../http/util.js';
-import {
-  refuseUnknownKeys,
-  SUBSCRIBE_FIELDS,
-  type SubscribeRequest,
-  subscribeOptions,
-} from '../core/request.js';
+import { SUBSCRIBE_FIELDS, type SubscribeRequest, subscribeOptions } from '../core/request.js';
 
 /** The query parameters of `GET /v1/threads/{t}/stream`; any other is refused, named. */
 export const STREAM_PARAMS: ReadonlySet<string> = new Set([

@@ -14,7 +14,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1crunstream/v1/runstream.proto\x12\x0crunstream.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x85\x02\n\x05\x45vent\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x12\n\nevent_type\x18\x03 \x01(\t\x12(\n\x08\x63\x61tegory\x18\x04 \x01(\x0e\x32\x16.runstream.v1.Category\x12\x14\n\x0c\x63ontent_json\x18\x05 \x01(\t\x12\x15\n\rmetadata_json\x18\x06 \x01(\t\x12\x10\n\x08\x65vent_id\x18\x07 \x01(\t\x12.\n\ncreated_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07user_id\x18\t \x01(\t\x12\x0b\n\x03seq\x18\x10 \x01(\x04\x12\x0e\n\x06offset\x18\x11 \x01(\x04\"Z\n\x0ePublishRequest\x12#\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x13.runstream.v1.Event\x12#\n\x03\x61\x63k\x18\x02 \x01(\x0e\x32\x16.runstream.v1.AckLevel\"^\n\x08\x45ventAck\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\x11\n\tduplicate\x18\x02 \x01(\x08\x12\x0b\n\x03seq\x18\x03 \x01(\x04\x12\x0e\n\x06offset\x18\x04 \x01(\x04\x12\x10\n\x08rejected\x18\x05 \x01(\t\"f\n\tCancelRun\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x10\n\x08\x65vent_id\x18\x04 \x01(\t\x12\x14\n\x0crequested_by\x18\x05 \x01(\t\"<\n\x07\x43ontrol\x12)\n\x06\x63\x61ncel\x18\x01 \x01(\x0b\x32\x17.runstream.v1.CancelRunH\x00\x42\x06\n\x04kind\"_\n\x0fPublishResponse\x12$\n\x04\x61\x63ks\x18\x01 \x03(\x0b\x32\x16.runstream.v1.EventAck\x12&\n\x07\x63ontrol\x18\x02 \x01(\x0b\x32\x15.runstream.v1.Control*K\n\x08\x43\x61tegory\x12\x18\n\x14\x43\x41TEGORY_UNSPECIFIED\x10\x00\x12\x0b\n\x07MESSAGE\x10\x01\x12\t\n\x05TRACE\x10\x02\x12\r\n\tLIFECYCLE\x10\x03*B\n\x08\x41\x63kLevel\x12\x19\n\x15\x41\x43K_LEVEL_UNSPECIFIED\x10\x00\x12\x0c\n\x08\x41\x43\x43\x45PTED\x10\x01\x12\r\n\tPERSISTED\x10\x02\x32\xa2\x01\n\x06Ingest\x12\x46\n\x07Publish\x12\x1c.runstream.v1.PublishRequest\x1a\x1d.runstream.v1.PublishResponse\x12P\n\rPublishStream\x12\x1c.runstream.v1.PublishRequest\x1a\x1d.runstream.v1.PublishResponse(\x01\x30\x01\x42T\n\x10\x64\x65v.runstream.v1P\x01Z>github.com/runstream/runstream/gen/go/runstream/v1;runstreamv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1crunstream/v1/runstream.proto\x12\x0crunstream.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb5\x02\n\x05\x45vent\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x12\n\nevent_type\x18\x03 \x01(\t\x12(\n\x08\x63\x61tegory\x18\x04 \x01(\x0e\x32\x16.runstream.v1.Category\x12\x14\n\x0c\x63ontent_json\x18\x05 \x01(\t\x12\x15\n\rmetadata_json\x18\x06 \x01(\t\x12\x10\n\x08\x65vent_id\x18\x07 \x01(\t\x12.\n\ncreated_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07user_id\x18\t \x01(\t\x12\x15\n\rcategory_name\x18\n \x01(\t\x12\x17\n\x0f\x63reated_at_text\x18\x0b \x01(\t\x12\x0b\n\x03seq\x18\x10 \x01(\x04\x12\x0e\n\x06offset\x18\x11 \x01(\x04\"Z\n\x0ePublishRequest\x12#\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x13.runstream.v1.Event\x12#\n\x03\x61\x63k\x18\x02 \x01(\x0e\x32\x16.runstream.v1.AckLevel\"^\n\x08\x45ventAck\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\x11\n\tduplicate\x18\x02 \x01(\x08\x12\x0b\n\x03seq\x18\x03 \x01(\x04\x12\x0e\n\x06offset\x18\x04 \x01(\x04\x12\x10\n\x08rejected\x18\x05 \x01(\t\"f\n\tCancelRun\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x10\n\x08\x65vent_id\x18\x04 \x01(\t\x12\x14\n\x0crequested_by\x18\x05 \x01(\t\"<\n\x07\x43ontrol\x12)\n\x06\x63\x61ncel\x18\x01 \x01(\x0b\x32\x17.runstream.v1.CancelRunH\x00\x42\x06\n\x04kind\"_\n\x0fPublishResponse\x12$\n\x04\x61\x63ks\x18\x01 \x03(\x0b\x32\x16.runstream.v1.EventAck\x12&\n\x07\x63ontrol\x18\x02 \x01(\x0b\x32\x15.runstream.v1.Control*K\n\x08\x43\x61tegory\x12\x18\n\x14\x43\x41TEGORY_UNSPECIFIED\x10\x00\x12\x0b\n\x07MESSAGE\x10\x01\x12\t\n\x05TRACE\x10\x02\x12\r\n\tLIFECYCLE\x10\x03*B\n\x08\x41\x63kLevel\x12\x19\n\x15\x41\x43K_LEVEL_UNSPECIFIED\x10\x00\x12\x0c\n\x08\x41\x43\x43\x45PTED\x10\x01\x12\r\n\tPERSISTED\x10\x02\x32\xa2\x01\n\x06Ingest\x12\x46\n\x07Publish\x12\x1c.runstream.v1.PublishRequest\x1a\x1d.runstream.v1.PublishResponse\x12P\n\rPublishStream\x12\x1c.runstream.v1.PublishRequest\x1a\x1d.runstream.v1.PublishResponse(\x01\x30\x01\x42T\n\x10\x64\x65v.runstream.v1P\x01Z>github.com/runstream/runstream/gen/go/runstream/v1;runstreamv1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'runstream.v1.runstream_pb2', globals())
@@ -22,22 +22,22 @@ if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
   DESCRIPTOR._serialized_options = b'\n\020dev.runstream.v1P\001Z>github.com/runstream/runstream/gen/go/runstream/v1;runstreamv1'
-  _CATEGORY._serialized_start=794
-  _CATEGORY._serialized_end=869
-  _ACKLEVEL._serialized_start=871
-  _ACKLEVEL._serialized_end=937
+  _CATEGORY._serialized_start=842
+  _CATEGORY._serialized_end=917
+  _ACKLEVEL._serialized_start=919
+  _ACKLEVEL._serialized_end=985
   _EVENT._serialized_start=80
-  _EVENT._serialized_end=341
-  _PUBLISHREQUEST._serialized_start=343
-  _PUBLISHREQUEST._serialized_end=433
-  _EVENTACK._serialized_start=435
-  _EVENTACK._serialized_end=529
-  _CANCELRUN._serialized_start=531
-  _CANCELRUN._serialized_end=633
-  _CONTROL._serialized_start=635
-  _CONTROL._serialized_end=695
-  _PUBLISHRESPONSE._serialized_start=697
-  _PUBLISHRESPONSE._serialized_end=792
-  _INGEST._serialized_start=940
-  _INGEST._serialized_end=1102
+  _EVENT._serialized_end=389
+  _PUBLISHREQUEST._serialized_start=391
+  _PUBLISHREQUEST._serialized_end=481
+  _EVENTACK._serialized_start=483
+  _EVENTACK._serialized_end=577
+  _CANCELRUN._serialized_start=579
+  _CANCELRUN._serialized_end=681
+  _CONTROL._serialized_start=683
+  _CONTROL._serialized_end=743
+  _PUBLISHRESPONSE._serialized_start=745
+  _PUBLISHRESPONSE._serialized_end=840
+  _INGEST._serialized_start=988
+  _INGEST._serialized_end=1150
 # @@protoc_insertion_point(module_scope)

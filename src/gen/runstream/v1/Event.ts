@@ -1,6 +1,6 @@
 // Original file: runstream/v1/runstream.proto
 
-import type { Category as _runstream_v1_Category, Category__Output as _runstream_v1_Category__Output } from './Category.js';
+import type { Category as _runstream_v1_Category, Category__Output as _runstream_v1_Category__Output } from '../../runstream/v1/Category.js';
 import type { Timestamp as _google_protobuf_Timestamp, Timestamp__Output as _google_protobuf_Timestamp__Output } from '../../google/protobuf/Timestamp.js';
 import type { Long } from '@grpc/proto-loader';
 
@@ -14,6 +14,8 @@ export interface Event {
   'event_id'?: (string);
   'created_at'?: (_google_protobuf_Timestamp | null);
   'user_id'?: (string);
+  'category_name'?: (string);
+  'created_at_text'?: (string);
   'seq'?: (number | string | Long);
   'offset'?: (number | string | Long);
 }
@@ -28,6 +30,8 @@ export interface Event__Output {
   'event_id': (string);
   'created_at': (_google_protobuf_Timestamp__Output | null);
   'user_id': (string);
+  'category_name': (string);
+  'created_at_text': (string);
   'seq': (number);
   'offset': (number);
 }

@@ -1,6 +1,6 @@
 // Original file: runstream/v1/history.proto
 
-import type { Category as _runstream_v1_Category, Category__Output as _runstream_v1_Category__Output } from './Category.js';
+import type { Category as _runstream_v1_Category, Category__Output as _runstream_v1_Category__Output } from '../../runstream/v1/Category.js';
 import type { Long } from '@grpc/proto-loader';
 
 export interface ListEventsRequest {
@@ -12,6 +12,8 @@ export interface ListEventsRequest {
   'before_seq'?: (number | string | Long);
   'limit'?: (number);
   'user_id'?: (string);
+  'category_names'?: (string)[];
+  'metadata_task_id'?: (string);
 }
 
 export interface ListEventsRequest__Output {
@@ -23,4 +25,6 @@ export interface ListEventsRequest__Output {
   'before_seq': (number);
   'limit': (number);
   'user_id': (string);
+  'category_names': (string)[];
+  'metadata_task_id': (string);
 }

@@ -1,6 +1,6 @@
 // Original file: runstream/v1/subscriber.proto
 
-import type { Category as _runstream_v1_Category, Category__Output as _runstream_v1_Category__Output } from './Category.js';
+import type { Category as _runstream_v1_Category, Category__Output as _runstream_v1_Category__Output } from '../../runstream/v1/Category.js';
 import type { Long } from '@grpc/proto-loader';
 
 export interface SubscribeRequest {
@@ -11,6 +11,7 @@ export interface SubscribeRequest {
   'run_id'?: (string);
   'categories'?: (_runstream_v1_Category)[];
   'event_types'?: (string)[];
+  'category_names'?: (string)[];
   'start'?: "after_seq"|"from_offset"|"live_only";
 }
 
@@ -22,5 +23,6 @@ export interface SubscribeRequest__Output {
   'run_id': (string);
   'categories': (_runstream_v1_Category__Output)[];
   'event_types': (string)[];
+  'category_names': (string)[];
   'start'?: "after_seq"|"from_offset"|"live_only";
 }
