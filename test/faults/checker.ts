@@ -87,7 +87,7 @@ export function sumFaults(...fs: readonly Faults[]): Faults {
 }
 
 /** A delivered sequence against the stored one: every stored seq exactly once, ascending. */
-function compareDelivered(
+export function compareDelivered(
   what: string,
   delivered: readonly SeenEvent[],
   storedBySeq: ReadonlyMap<number, string>,

@@ -590,6 +590,8 @@ export interface RowContext {
   cleared(): void;
   /** Records a note for the results. */
   note(text: string): void;
+  /** Records the broker's highest RSS seen during the fault. */
+  peak(mib: number): void;
 }
 
 export interface RowOptions {
@@ -610,11 +612,11 @@ export interface RowOptions {
   readonly verify?: (ctx: RowContext, reports: readonly ThreadReport[]) => Promise<void>;
 }
 
-/** Waits until every acked event is stored and the live subscriber has each thread's head. */
-async function settle(
+/** Waits until every acked event is stored and each subscriber has its threads' heads; returns the rows. */
+export async function settleStored(
   db: pg.Pool,
-  load: Load,
-  live: LiveSubscriber,
+  acked: ReadonlyMap<string, ReadonlyMap<string, AckedEvent>>,
+  subscribers: readonly LiveSubscriber[],
   timeoutMs: number,
 ): Promise<Map<string, SeenEvent[]>> {
   const deadline = Date.now() + timeoutMs;
@@ -622,13 +624,12 @@ async function settle(
   for (;;) {
     let done = true;
     stored = new Map();
-    for (const t of load.o.threads) {
+    for (const [t, want] of acked) {
       const rows = await storedRows(db, t).catch(() => [] as SeenEvent[]);
       stored.set(t, rows);
-      const ids = new Set(rows.map((r) => r.event_id));
-      const acked = load.acked.get(t) as Map<string, AckedEvent>;
-      if (ids.size < acked.size) done = false;
-      if ((live.cursor.get(t) ?? 0) < (rows.at(-1)?.seq ?? 0)) done = false;
+      if (new Set(rows.map((r) => r.event_id)).size < want.size) done = false;
+      const head = rows.at(-1)?.seq ?? 0;
+      for (const s of subscribers) if (s.cursor.has(t) && (s.cursor.get(t) ?? 0) < head) done = false;
     }
     if (done || Date.now() > deadline) return stored;
     await sleep(250);
@@ -694,6 +695,7 @@ export async function runRow(o: RowOptions): Promise<RowResult> {
   }).start();
   const clears: number[] = [];
   const notes: string[] = [];
+  let rssPeak: number | undefined;
   const ctx: RowContext = {
     servers,
     broker,
@@ -701,6 +703,9 @@ export async function runRow(o: RowOptions): Promise<RowResult> {
     live,
     cleared: () => clears.push(Date.now()),
     note: (t) => notes.push(t),
+    peak: (mib) => {
+      rssPeak = Math.max(rssPeak ?? 0, mib);
+    },
   };
   let reports: ThreadReport[] = [];
   let rssBefore: number | undefined;
@@ -715,7 +720,7 @@ export async function runRow(o: RowOptions): Promise<RowResult> {
   } finally {
     await load.stop();
   }
-  const stored = await settle(servers.db, load, live, 90_000);
+  const stored = await settleStored(servers.db, load.acked, [live], 90_000);
   const caught = await catchUp(broker.wsUrl, threads);
   live.close();
   reports = threads.map((t) =>
@@ -739,7 +744,7 @@ export async function runRow(o: RowOptions): Promise<RowResult> {
       ack: o.ack,
       ackRecoveryMs,
       deliveryRecoveryMs,
-      ...(o.brokerReplaced ? {} : { rssBeforeMiB: rssBefore, rssAfterMiB: rssAfter }),
+      ...(o.brokerReplaced ? {} : { rssBeforeMiB: rssBefore, rssAfterMiB: rssAfter, rssPeakMiB: rssPeak }),
       notes: notes.join('; '),
       seconds: Math.round((Date.now() - started) / 1000),
     },

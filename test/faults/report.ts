@@ -26,6 +26,10 @@ const int = (n: number): string => n.toLocaleString('en-US');
 
 function ms(values: readonly number[]): string {
   if (values.length === 0) return '–';
+  if (values.length > 4) {
+    const worst = Math.max(...values);
+    return `max ${worst >= 10_000 ? `${(worst / 1000).toFixed(1)} s` : `${worst} ms`} over ${values.length}`;
+  }
   return values
     .map((v) => (v < 0 ? 'none' : v >= 10_000 ? `${(v / 1000).toFixed(1)} s` : `${v} ms`))
     .join(', ');
