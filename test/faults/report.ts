@@ -59,9 +59,24 @@ export function renderTable(rows: readonly RowResult[]): string {
   return `${head}\n${lines.join('\n')}\n${notes === '' ? '' : `\n${notes}\n`}`;
 }
 
+/** What each row injects, once per row name. */
+export function renderInjections(rows: readonly RowResult[]): string {
+  const seen = new Map<string, RowResult[]>();
+  for (const r of rows) seen.set(r.row, [...(seen.get(r.row) ?? []), r]);
+  const lines = [...seen].map(
+    ([row, rs]) => `| ${row} | ${[...new Set(rs.map((r) => r.ack))].join(', ')} | ${rs[0]?.injects ?? ''} |`,
+  );
+  return `| row | ack levels | injects |\n|---|---|---|\n${lines.join('\n')}\n`;
+}
+
+/** The generated part of docs/reliability.md. */
+export function renderSection(rows: readonly RowResult[]): string {
+  return `\n${renderInjections(rows)}\n${renderTable(rows)}`;
+}
+
 function main(): void {
   const rows = readResults(RESULTS_PATH);
-  const table = renderTable(rows);
+  const table = renderSection(rows);
   const at = process.argv.indexOf('--update');
   if (at < 0) {
     process.stdout.write(table);

@@ -10,7 +10,7 @@ import { readdirSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { RESULTS_PATH } from './harness.js';
-import { readResults, renderTable } from './report.js';
+import { readResults, renderSection } from './report.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const only = process.env.RS_FAULTS_ONLY ?? '';
@@ -25,6 +25,6 @@ const r = spawnSync(
   { stdio: 'inherit' },
 );
 process.stdout.write(
-  `\nFault suite figures (${RESULTS_PATH}):\n\n${renderTable(readResults(RESULTS_PATH))}\n`,
+  `\nFault suite figures (${RESULTS_PATH}):\n\n${renderSection(readResults(RESULTS_PATH))}\n`,
 );
 process.exit(r.status ?? 1);
