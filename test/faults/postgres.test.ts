@@ -49,3 +49,23 @@ test('pg_terminate_backend of the broker connections under load: nothing lost, t
     },
   });
 });
+
+test('the broker (re)started while Postgres is down: it serves, waits for Postgres, and loses nothing', async () => {
+  await runRow({
+    row: 'broker started with Postgres down',
+    injects:
+      'stop Postgres, kill -9 the broker and start it again while Postgres is down; 3 s later start Postgres',
+    ack: 'ACCEPTED',
+    brokerReplaced: true,
+    async inject(ctx) {
+      await ctx.servers.pg.stop();
+      await ctx.broker.kill();
+      await ctx.broker.restart(); // resolves once the broker serves, Postgres or not
+      const ready = await fetch(`${ctx.broker.httpUrl}/readyz`);
+      assert.equal(ready.status, 503, 'not ready without Postgres');
+      await sleep(3_000);
+      await ctx.servers.pg.restart();
+      ctx.cleared();
+    },
+  });
+});
