@@ -211,6 +211,8 @@ export interface RowResult {
   readonly rssBeforeMiB?: number;
   readonly rssAfterMiB?: number;
   readonly rssPeakMiB?: number;
+  /** [seconds since the row started, MiB], for a long row. */
+  readonly rssSeriesMiB?: readonly (readonly [number, number])[];
   readonly notes?: string;
   readonly seconds: number;
 }
