@@ -4,10 +4,12 @@
 #   scripts/deps.sh [all|npm|system]     (default: all)
 #
 # npm:    `npm ci` when node_modules is missing or older than package-lock.json.
-# system: the Debian/Ubuntu packages the tests use (nats-server, postgresql, and for the
-#         Python client check python3-grpcio, python3-protobuf, protobuf-compiler,
-#         libprotobuf-dev). As root they are installed with apt-get (`apt-get update` only
-#         when something is missing); otherwise the missing ones are listed with the
+# system: the Debian/Ubuntu packages the tests use (nats-server, postgresql; for the
+#         Python client python3-grpcio, python3-protobuf, python3-websockets,
+#         python3-pytest, protobuf-compiler, libprotobuf-dev; chromium for the TypeScript
+#         client's browser test, driven by playwright-core, which never downloads a
+#         browser). As root they are installed with apt-get (`apt-get update` only when
+#         something is missing); otherwise the missing ones are listed with the
 #         command to install them, and the script carries on (tests can also use
 #         NATS_URL / DATABASE_URL servers).
 set -euo pipefail
@@ -41,6 +43,9 @@ system_deps() {
   have_postgres || missing+=(postgresql)
   have_python_module grpc || missing+=(python3-grpcio)
   have_python_module google.protobuf || missing+=(python3-protobuf)
+  have_python_module websockets || missing+=(python3-websockets)
+  have_python_module pytest || missing+=(python3-pytest)
+  [[ -x /usr/bin/chromium ]] || missing+=(chromium)
   have_protoc || missing+=(protobuf-compiler)
   have_protobuf_includes || missing+=(libprotobuf-dev)
   ((${#missing[@]} == 0)) && return 0

@@ -7,12 +7,13 @@ import type { Config } from './config.js';
 import { cancelRoute } from './fanout/cancel-route.js';
 import type { GrpcSubscribeService } from './fanout/grpc/subscribe.js';
 import { HttpServer } from './http/server.js';
+import { UnsentResponses } from './http/unsent.js';
 import { RunControl } from './ingest/control.js';
 import { LogPublisher } from './log/publisher.js';
 import type { Logger } from './logger.js';
 import type { Persister } from './persist/persister.js';
 import { type Closers, startBase } from './roles/base.js';
-import { startFanoutRole } from './roles/fanout.js';
+import { type FanoutMemory, startFanoutRole } from './roles/fanout.js';
 import { startIngestRole } from './roles/ingest.js';
 import { startPersisterRole } from './roles/persister.js';
 
@@ -26,6 +27,8 @@ export interface Broker extends AsyncDisposable {
   readonly grpcSubscriber: GrpcSubscribeService | undefined;
   /** Threads this node holds a NATS subscription for on behalf of subscribers (events and deletions). */
   feedCount(): number;
+  /** Fan-out memory: bytes queued to subscribers and held by subscriptions catching up (0 without the role). */
+  fanoutMemory(): FanoutMemory;
   close(): Promise<void>;
 }
 
@@ -59,6 +62,7 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
       upgrades: fanout?.upgrades,
       ready: base.ready,
       allowedOrigins: config.allowedOrigins,
+      unsent: new UnsentResponses(config.httpMaxUnsentBytes, config.httpWriteTimeoutMs),
       log: log.child({ stage: 'http' }),
     });
     await http.start();
@@ -87,6 +91,7 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
       persister,
       grpcSubscriber: fanout?.grpcSubscriber,
       feedCount: () => fanout?.feedCount() ?? 0,
+      fanoutMemory: () => fanout?.memory() ?? { queuedBytes: 0, heldBytes: 0 },
       close,
       [Symbol.asyncDispose]: close,
     };

@@ -37,6 +37,23 @@ export const DEFAULT_LONG_POLL_MAX_WAITS = 10_000;
  * it, a backlogged subscriber whose next frame does not fit is cut off as too slow.
  */
 export const DEFAULT_FANOUT_MAX_QUEUED_BYTES = 1024 * 1024 * 1024;
+/**
+ * Bytes of live events one subscription holds while it catches up; past them it drops
+ * them and reads them from Postgres instead.
+ */
+export const DEFAULT_FANOUT_MAX_HELD_BYTES = 8 * 1024 * 1024;
+/**
+ * A subscriber with frames queued of which none has been written out for this long is
+ * cut off as too slow, however little it has queued: one that never reads is let go.
+ */
+export const DEFAULT_SLOW_CONSUMER_STALL_MS = 60_000;
+/**
+ * Bytes of whole HTTP answers (History pages, long-poll answers) written and not yet taken
+ * by their clients, on one node; past it new requests are refused with 429.
+ */
+export const DEFAULT_HTTP_MAX_UNSENT_BYTES = 256 * 1024 * 1024;
+/** An HTTP answer its client has not taken after this long has its socket destroyed. */
+export const DEFAULT_HTTP_WRITE_TIMEOUT_MS = 30_000;
 export const DEFAULT_PERSIST_BATCH_MAX = 2000;
 export const DEFAULT_PG_POOL_SIZE = 8;
 export const DEFAULT_PERSISTED_ACK_TIMEOUT_MS = 30_000;
@@ -92,6 +109,10 @@ export interface Config extends AuthConfig {
   readonly grpcSubscribeMaxCalls: number;
   readonly longPollMaxWaits: number;
   readonly fanoutMaxQueuedBytes: number;
+  readonly fanoutMaxHeldBytes: number;
+  readonly httpMaxUnsentBytes: number;
+  readonly httpWriteTimeoutMs: number;
+  readonly slowConsumerStallMs: number;
   readonly persistBatchMax: number;
   readonly pgPoolSize: number;
   readonly persistedAckTimeoutMs: number;
@@ -211,6 +232,10 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
       1024 * 1024,
       2 ** 42,
     ),
+    fanoutMaxHeldBytes: int('RS_FANOUT_MAX_HELD_BYTES', DEFAULT_FANOUT_MAX_HELD_BYTES, 64 * 1024, 2 ** 40),
+    slowConsumerStallMs: int('RS_SLOW_CONSUMER_STALL_MS', DEFAULT_SLOW_CONSUMER_STALL_MS, 100, 86_400_000),
+    httpMaxUnsentBytes: int('RS_HTTP_MAX_UNSENT_BYTES', DEFAULT_HTTP_MAX_UNSENT_BYTES, 1024 * 1024, 2 ** 42),
+    httpWriteTimeoutMs: int('RS_HTTP_WRITE_TIMEOUT_MS', DEFAULT_HTTP_WRITE_TIMEOUT_MS, 100, 3_600_000),
     persistBatchMax: int('RS_PERSIST_BATCH_MAX', DEFAULT_PERSIST_BATCH_MAX, 1, 100_000),
     pgPoolSize: int('RS_PG_POOL_SIZE', DEFAULT_PG_POOL_SIZE, 1, 1000),
     persistedAckTimeoutMs: int(

@@ -77,6 +77,17 @@ export function extras(t: string): Event[] {
     e(A, 'end', { status: 'success' }, {}, 'LIFECYCLE'),
     e(R1, 'ai_chunk', { content: ' PS' }, { id: 'msg-a1' }),
     e(R1, 'tool_result', { call_id: 'call_00_a', content: 'again' }),
+    // One call id twice in a list: the last names the result. An id-less call names nothing.
+    e(B, 'tool_call', {
+      tool_calls: [
+        { id: 'c-dup', name: 'first' },
+        { id: 'c-dup', name: 'last' },
+      ],
+    }),
+    e(B, 'human_message', 'between'),
+    e(B, 'tool_result', { call_id: 'c-dup', content: 'dup result' }),
+    e(B, 'tool_call', { name: 'idless' }),
+    e(B, 'tool_result', { content: 'no call id' }),
   ];
 }
 
@@ -212,6 +223,8 @@ test('WebSocket: from History at every seq N, the frames after N give exactly Hi
     byId('call_00_a').map((m) => m.name),
     ['web_search', 'web_search'],
   );
+  assert.equal(byId('c-dup')[0]?.name, 'last', 'the last call with the id in its event');
+  assert.equal(final.find((m) => m.content === 'no call id')?.name, '', 'no call id: not named');
   const anon = final.filter((m) => m.run_id === A && m.role === 'assistant').map((m) => m.content);
   assert.deepEqual(anon, ['a1a2a3', '', 'a4a5']);
 
@@ -252,6 +265,11 @@ test('WebSocket: frames are deltas; live, and across reconnects every few frames
   for (const f of chunks) assert.equal(f.content, undefined, JSON.stringify(f));
   const longest = Math.max(...view.messages.map((m) => m.content.length));
   for (const f of chunks) assert.ok((f.append as string).length < longest, JSON.stringify(f));
+  // A message's metadata comes with its first frame only.
+  for (const f of all) {
+    const first = f.seq === f.message.first_seq;
+    assert.equal('metadata' in f.message, first, JSON.stringify(f));
+  }
 
   // Again on a fresh thread, dropping the connection every 3 frames and resuming after the cursor.
   const t2 = randomName('cvr-');
@@ -351,3 +369,81 @@ test('a view over more messages than it keeps state for drops it and goes on exa
   assert.equal(final.find((m) => m.id === 'm7')?.content, 'x7+7');
   assert.deepEqual(view.messages, final);
 });
+
+test('a chat view cut off as too slow resumes after the last frame it got; nothing goes out after unsubscribed', async () => {
+  await using small = await startStack({ wsMaxBufferedBytes: 64 * 1024 });
+  const t = randomName('cvc-');
+  const slow = await small.ws();
+  slow.sendRaw({ type: 'subscribe', id: 'c', thread_id: t, view: 'chat' });
+  await slow.waitFor((f) => f.type === 'live');
+  const socket = (slow.ws as unknown as { _socket: import('node:net').Socket })._socket;
+  socket.pause();
+  // More than the kernel's socket buffers hold, so the broker's own queue fills.
+  const N = 4000;
+  const pad = 'x'.repeat(4000);
+  for (let i = 0; i < N; i += 500) {
+    await small.client.publish(
+      Array.from({ length: 500 }, (_, k) =>
+        ev(t, 'r', i + k, { type: 'human_message', content: `m${i + k} ${pad}` }),
+      ),
+      'PERSISTED',
+    );
+  }
+  await new Promise((r) => setTimeout(r, 500));
+  socket.resume();
+  await slow.closed;
+  const cut = slow.frames.find((f) => f.type === 'error' && f.code === 'slow_consumer');
+  assert.ok(cut?.type === 'error', JSON.stringify(slow.frames.at(-1)));
+  const got = slow.frames.flatMap((f) => (f.type === 'chat' ? [f.seq] : []));
+  assert.ok(got.length > 0 && got.length < N, `${got.length} frames before the cut-off`);
+  assert.equal(cut.cursors?.c, got.at(-1), 'the cursor is the last frame received');
+  // Resuming there gives exactly History's view.
+  const view = new ChatView(await historyAtOn(small, t, got.at(-1) as number), got.at(-1) as number);
+  const c = await small.ws();
+  c.onFrame((f) => {
+    if (f.type === 'chat' && f.id === 'r') view.apply(f);
+  });
+  c.sendRaw({ type: 'subscribe', id: 'r', thread_id: t, view: 'chat', after_seq: view.cursor });
+  await c.waitFor((f) => f.type === 'live' && f.id === 'r');
+  assert.equal(view.messages.length, N);
+  assert.equal(view.cursor, N);
+
+  // Unsubscribing on the first chat frame of a burst: nothing of that subscription follows.
+  const u = await small.ws();
+  u.sendRaw({ type: 'subscribe', id: 'u', thread_id: t, view: 'chat', after_seq: N });
+  await u.waitFor((f) => f.type === 'live' && f.id === 'u');
+  let asked = false;
+  u.onFrame((f) => {
+    if (f.type === 'chat' && f.id === 'u' && !asked) {
+      asked = true;
+      u.unsubscribe('u');
+    }
+  });
+  await small.client.publish(
+    Array.from({ length: 300 }, (_, i) => ev(t, 'r2', i, { metadata: { id: `m${i}` } })),
+    'PERSISTED',
+  );
+  const unsub = await u.waitFor((f) => f.type === 'unsubscribed' && f.id === 'u');
+  await new Promise((r) => setTimeout(r, 500));
+  const after = u.frames.slice(u.frames.indexOf(unsub) + 1).filter((f) => f.id === 'u');
+  assert.deepEqual(after, []);
+  assert.ok(u.frames.filter((f) => f.type === 'chat' && f.id === 'u').length < 300);
+});
+
+/** {@link historyAt} on another stack. */
+async function historyAtOn(on: Stack, t: string, n: number): Promise<ChatViewMessage[]> {
+  const r = await http<ChatPageJson>(
+    `${on.httpUrl}/v1/threads/${t}/messages?view=chat&limit=1000&before_seq=${n + 1}`,
+  );
+  const out = [...r.body.messages];
+  let before = (r.body as { next_before_seq?: number }).next_before_seq;
+  while (r.body.has_more && before !== undefined) {
+    const more = await http<ChatPageJson & { next_before_seq?: number }>(
+      `${on.httpUrl}/v1/threads/${t}/messages?view=chat&limit=1000&before_seq=${before}`,
+    );
+    out.push(...more.body.messages);
+    if (!more.body.has_more) break;
+    before = more.body.next_before_seq;
+  }
+  return out.reverse();
+}

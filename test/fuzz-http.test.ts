@@ -299,6 +299,9 @@ function badPathChars(target: string): Expectation | undefined {
   }
   const end = target.search(/[?#]/);
   const path = end < 0 ? target : target.slice(0, end);
+  if (path.split('/').some((s) => /^(?:\.|%2e){1,2}$/i.test(s))) {
+    return { status: [400], fields: ['request-target'], why: 'a `.` or `..` segment, raw or escaped' };
+  }
   if (PATH_CHARS.test(path)) return undefined;
   return {
     status: [400],
@@ -983,9 +986,34 @@ const CORPUS: readonly CorpusCase[] = [
     expect: e400(['categories'], 'more than 64 values'),
   },
   {
-    name: 'GET events, repeated after_seq (first wins)',
-    c: get(`/v1/threads/${THREAD}/events?after_seq=1&after_seq=x`),
-    expect: { status: [200], why: 'the first value is read' },
+    name: 'GET events, repeated after_seq',
+    c: get(`/v1/threads/${THREAD}/events?after_seq=1&after_seq=2`),
+    expect: e400(['after_seq'], 'a single-valued parameter given twice is refused, named'),
+  },
+  {
+    name: 'GET events, repeated categories (a list)',
+    c: get(`/v1/threads/${THREAD}/events?categories=message&categories=trace`),
+    expect: { status: [200], why: 'a list parameter may repeat' },
+  },
+  {
+    name: 'GET stream, repeated run_id',
+    c: get(`/v1/threads/${THREAD}/stream?run_id=a&run_id=b`),
+    expect: e400(['run_id'], 'a single-valued parameter given twice is refused, named'),
+  },
+  {
+    name: 'GET events through a .. segment',
+    c: get(`/v1/threads/other/../${THREAD}/events`),
+    expect: e400(['request-target'], 'dot segments are refused, not resolved'),
+  },
+  {
+    name: 'GET events through an escaped .. segment',
+    c: get(`/v1/threads/%2E%2e/${THREAD}/events`),
+    expect: e400(['request-target'], 'dot segments are refused, raw or escaped'),
+  },
+  {
+    name: 'GET events through a . segment',
+    c: get(`/v1/threads/./${THREAD}/events`),
+    expect: e400(['request-target'], 'dot segments are refused'),
   },
   {
     name: 'GET events, unknown parameters',

@@ -283,6 +283,11 @@ function v1Oracle(q: URLSearchParams, lastEventId: string | undefined, rows: rea
   const fields: string[] = [...q.keys()]
     .filter((k) => !V1_PARAMS.has(k))
     .map((k) => (/^[A-Za-z_][A-Za-z0-9_]{0,63}$/.test(k) ? k : 'query'));
+  // A single-valued parameter given twice is refused, named; lists may repeat.
+  const keys = [...q.keys()];
+  for (const k of new Set(keys)) {
+    if (!['categories', 'event_types'].includes(k) && keys.filter((x) => x === k).length > 1) fields.push(k);
+  }
   const view = q.get('view');
   if (view !== null && view !== '' && view !== 'events' && view !== 'chat') fields.push('view');
   const given = ['after_seq', 'from_offset', 'live_only'].filter((k) => q.has(k));

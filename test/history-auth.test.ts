@@ -7,6 +7,7 @@ import { after, before, test } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
 import { type JWTPayload, SignJWT } from 'jose';
 import { IngestClient } from '../src/client/ingest-client.js';
+import { WsConnection } from '../src/client/ws-subscriber.js';
 import { HistoryClient } from '../src/history/client.js';
 import { ev, http } from './helpers/history.js';
 import { randomName, type Stack, startStack } from './helpers/stack.js';
@@ -192,4 +193,66 @@ test('the LangGraph run routes apply the user scope too: another user’s run is
     headers: { authorization: `Bearer ${admin}` },
   });
   assert.equal(admins.status, 200);
+});
+
+test('run ends and cancels apply the user scope: another user’s ended run never ends her subscription, and she cannot cancel it', async () => {
+  const X = randomName('end-');
+  const ingest = new IngestClient(stack.grpcTarget, { token: admin });
+  const life = (run: string, i: number, type: string, user: string) =>
+    ev(X, run, i, { type, category: 'LIFECYCLE', user });
+  await ingest.publish(
+    [
+      life('rb', 1, 'run_start', 'bob'),
+      life('rb', 2, 'end', 'bob'),
+      life('rc', 1, 'run_start', 'bob'),
+      ev(X, 'ra', 1, { user: 'alice' }),
+    ],
+    'PERSISTED',
+  );
+  ingest.close();
+  const canCancel = await token({ sub: 'alice', threads: '*', user_id: 'alice', scope: 'read cancel' });
+  const c = await WsConnection.open(stack.wsUrl, { token: canCancel });
+  try {
+    // From the start and from past Bob's end: her run subscription goes live; no `end`
+    // tells her Bob's run ended (nor how), as History's GetRun gives her 404.
+    c.sendRaw({ type: 'subscribe', id: 'a', thread_id: X, run_id: 'rb', after_seq: 0 });
+    c.sendRaw({ type: 'subscribe', id: 'b', thread_id: X, run_id: 'rb', after_seq: 2 });
+    await c.waitFor((f) => f.type === 'live' && f.id === 'a');
+    await c.waitFor((f) => f.type === 'live' && f.id === 'b');
+    assert.deepEqual(
+      c.frames.filter((f) => f.type === 'end' || f.type === 'event'),
+      [],
+      'nothing of Bob’s run',
+    );
+    // Cancelling Bob's running run: 404 on HTTP and on the socket, and nothing stored.
+    const res = await fetch(`${stack.httpUrl}/v1/threads/${X}/runs/rc/cancel`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${canCancel}` },
+    });
+    assert.equal(res.status, 404, await res.text());
+    const lg = await fetch(`${stack.httpUrl}/threads/${X}/runs/rc/cancel`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${canCancel}` },
+    });
+    assert.equal(lg.status, 404);
+    await lg.body?.cancel();
+    c.sendRaw({ type: 'cancel', id: 'k', thread_id: X, run_id: 'rc' });
+    const refused = await c.waitFor((f) => f.type === 'error' && f.id === 'k');
+    assert.equal(refused.type === 'error' && refused.code, 'not_found');
+  } finally {
+    await c.close();
+  }
+  const rows = await http<{ events: { event_type: string }[] }>(`${stack.httpUrl}/v1/threads/${X}/events`, {
+    token: admin,
+  });
+  assert.deepEqual(
+    rows.body.events.map((e) => e.event_type).filter((t) => t === 'cancel_requested'),
+    [],
+  );
+  // Her own run she may cancel.
+  const own = await fetch(`${stack.httpUrl}/v1/threads/${X}/runs/ra/cancel`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${canCancel}` },
+  });
+  assert.equal(own.status, 202, await own.text());
 });

@@ -229,6 +229,20 @@ test('the latest start or terminal event wins; other events leave a pending run 
   assert.equal(Number(run.end_seq), Number(run.last_seq) - 1);
 });
 
+test('a cancel request says nothing of the run: a pending run stays pending, a running one running', async () => {
+  const t = randomName('lc3-');
+  await stack.client.publish([life(t, 'p', 'run_pending')], 'PERSISTED');
+  assert.deepEqual(await cancelV1(t, 'p'), { status: 202 });
+  await stack.client.publish([chunk(t, 'other')], 'PERSISTED'); // the request is stored before this
+  expectEverywhere(await answers(t, 'p'), 'pending', 'after cancel_requested');
+  const run = await history.getRun({ thread_id: t, run_id: 'p' });
+  assert.equal(Number(run.event_count), 2, 'the cancel_requested event is the run’s');
+  // Still pending: it can be cancelled again, and a start makes it run.
+  assert.deepEqual(await cancelV1(t, 'p'), { status: 202 });
+  await stack.client.publish([life(t, 'p', 'run_start')], 'PERSISTED');
+  expectEverywhere(await answers(t, 'p'), 'running', 'started');
+});
+
 test('classify and statusWord: the table in docs/protocol.md', () => {
   assert.deepEqual(RUN_STATUSES, ['pending', 'running', 'success', 'error', 'interrupted', 'cancelled']);
   const rows: [string, string, string, string][] = [
@@ -241,7 +255,7 @@ test('classify and statusWord: the table in docs/protocol.md', () => {
     ['lifecycle', 'end', '"not an object"', 'success'],
     ['lifecycle', 'run_error', '{}', 'error'],
     ['lifecycle', 'run_interrupted', '{}', 'interrupted'],
-    ['lifecycle', 'cancel_requested', '{}', 'other'],
+    ['lifecycle', 'cancel_requested', '{}', 'neutral'],
     ['message', 'end', '{"status":"failed"}', 'other'],
     ['trace', 'run_start', '{}', 'other'],
   ];

@@ -80,6 +80,35 @@ test('send queue: the node budget cuts off a consumer that queues past it, never
   assert.equal(budget.queued, 0);
 });
 
+test('send queue: a frame shared by many queues counts once against the node budget, while any holds it', () => {
+  const budget = new QueueBudget(1 << 30);
+  const writers = Array.from({ length: 3 }, () => {
+    const held: (() => void)[] = [];
+    return {
+      held,
+      writer: {
+        write: (_f: Buffer, done: () => void) => void held.push(done),
+        size: (f: Buffer) => f.length,
+      },
+    };
+  });
+  const queues = writers.map(
+    (w) => new SendQueue(w.writer, { maxBytes: 1 << 20, budget, onSlow: () => undefined }),
+  );
+  const shared = Buffer.alloc(1000);
+  for (const q of queues) assert.equal(q.send(shared), true);
+  assert.equal(budget.queued, 1000, 'one copy in memory, counted once');
+  assert.equal(queues[0]?.queuedBytes, 1000, 'each queue still counts it against its own limit');
+  // Its own frame counts apart.
+  queues[0]?.send(Buffer.alloc(10));
+  assert.equal(budget.queued, 1010);
+  for (const done of writers[0]?.held.splice(0) ?? []) done();
+  assert.equal(budget.queued, 1000, 'still held by the other two');
+  for (const done of writers[1]?.held.splice(0) ?? []) done();
+  queues[2]?.dispose();
+  assert.equal(budget.queued, 0);
+});
+
 test('send queue: catch-up waits for the low watermark; close wakes the waiters', async () => {
   const w = heldWriter();
   const q = new SendQueue(w.writer, {
@@ -283,6 +312,41 @@ test('long-poll: answers with the first events past the cursor as they come, or 
   );
   assert.equal(l.body.has_more, true);
   assert.equal(l.body.next_after_seq, 6);
+});
+
+test('long-poll of a run that ends: its events, then the end and its status; a poll past the end answers at once', async () => {
+  const t = randomName('lpe-');
+  type Page = {
+    events: { seq: number }[];
+    next_after_seq: number;
+    end?: { run_id: string; seq: number; status: string };
+  };
+  await stack.client.publish([ev(t, 'r', 1)], 'PERSISTED');
+  const waiting = http<Page>(`${stack.httpUrl}/v1/threads/${t}/runs/r/events?after_seq=1&wait_ms=30000`);
+  await new Promise((r) => setTimeout(r, 300));
+  await stack.client.publish(
+    [ev(t, 'r', 2), ev(t, 'r', 3, { type: 'end', category: 'LIFECYCLE', content: { status: 'failed' } })],
+    'PERSISTED',
+  );
+  const got = await waiting;
+  assert.deepEqual(
+    got.body.events.map((e) => e.seq),
+    [2, 3],
+  );
+  assert.deepEqual(got.body.end, { run_id: 'r', seq: 3, status: 'error' });
+  // Polling on after the end: the same end, at once (a run's end is its answer, not a wait).
+  const again = await http<Page>(
+    `${stack.httpUrl}/v1/threads/${t}/runs/r/events?after_seq=${got.body.next_after_seq}&wait_ms=30000`,
+  );
+  assert.deepEqual(again.body, {
+    events: [],
+    next_after_seq: 3,
+    has_more: false,
+    end: { run_id: 'r', seq: 3, status: 'error' },
+  });
+  // A thread's poll has no end: it waits.
+  const thread = await http<Page>(`${stack.httpUrl}/v1/threads/${t}/events?after_seq=3&wait_ms=100`);
+  assert.equal(thread.body.end, undefined);
 });
 
 test('long-poll: wait_ms is checked, named; past RS_LONG_POLL_MAX_WAITS waiting requests a new one is refused', async () => {

@@ -6,8 +6,9 @@
  * Runs are scripted from `../shared/fixtures/agent-runs.jsonl` (or `--fixture`), with a
  * built-in copy as fallback. Every event gets a producer-chosen `event_id`, so a batch
  * that is re-sent after a dropped connection is stored once (the broker deduplicates).
- * Events go over one PublishStream per run with ACCEPTED acks; at most one request is
- * in flight, and whatever became ready meanwhile goes out as the next batch.
+ * Events go through @runstream/client's Publisher on one PublishStream with ACCEPTED acks:
+ * at most one request is in flight, whatever became ready meanwhile goes out as the next
+ * batch, and a cancel request from a subscriber ends the run as `cancelled`.
  *
  * Usage: `npm run demo -- [--thread demo-thread] [--interval-ms 3000] [--target 127.0.0.1:50051]
  *         [--fixture file.jsonl] [--runs N]`. Env: RS_TARGET, RS_DEMO_THREAD,
@@ -18,8 +19,7 @@ import { dirname, join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { status as grpcStatus, type StatusObject } from '@grpc/grpc-js';
-import { type Event, IngestClient, type PublishStream } from '../client/ingest-client.js';
+import { Publisher } from '@runstream/client/node';
 import { CATEGORIES, type CategoryName } from '../domain/event.js';
 import { ID_PATTERN } from '../domain/ids.js';
 import { BUILTIN_FIXTURE_JSONL } from './demo-fixture.js';
@@ -50,12 +50,6 @@ export interface ScriptRun {
   readonly source: string;
   readonly events: readonly ScriptEvent[];
 }
-
-const GRPC_CATEGORY: Readonly<Record<CategoryName, Event['category']>> = {
-  message: 'MESSAGE',
-  trace: 'TRACE',
-  lifecycle: 'LIFECYCLE',
-};
 
 /** Lifecycle events that end a run in the fixture's vocabulary (LangGraph's `end`/`error`). */
 const TERMINAL_TYPES = new Set(['end', 'error', 'cancelled', 'run_end']);
@@ -164,146 +158,6 @@ export function delayBefore(e: ScriptEvent, prev: ScriptEvent | undefined): numb
   }
 }
 
-interface RunStats {
-  events: number;
-  batches: number;
-  resent: number;
-  duplicates: number;
-}
-
-/**
- * Sends events over a PublishStream, one request in flight at a time: events pushed
- * while a request is in flight go out together in the next one. A failed or stalled
- * request is re-sent, same event ids, on a new stream until it is acknowledged.
- */
-class BatchingSender {
-  readonly #client: IngestClient;
-  readonly #signal: AbortSignal;
-  readonly #onRetry: (err: unknown, delayMs: number) => void;
-  readonly stats: RunStats = { events: 0, batches: 0, resent: 0, duplicates: 0 };
-  #stream: PublishStream | undefined;
-  #pending: Event[] = [];
-  #pump: Promise<void> | undefined;
-
-  constructor(client: IngestClient, signal: AbortSignal, onRetry: (err: unknown, delayMs: number) => void) {
-    this.#client = client;
-    this.#signal = signal;
-    this.#onRetry = onRetry;
-  }
-
-  push(e: Event): void {
-    this.#pending.push(e);
-    this.stats.events++;
-    if (!this.#pump) {
-      this.#pump = this.#run();
-      // Observed by flush(); this keeps an abort with nobody flushing from being unhandled.
-      this.#pump.catch(() => undefined);
-    }
-  }
-
-  /** Resolves when everything pushed so far is acknowledged; rejects when aborted. */
-  async flush(): Promise<void> {
-    while (this.#pump) await this.#pump;
-  }
-
-  async #run(): Promise<void> {
-    try {
-      while (this.#pending.length > 0) {
-        const batch = this.#pending;
-        this.#pending = [];
-        await this.#sendUntilAcked(batch);
-        this.stats.batches++;
-      }
-    } finally {
-      this.#pump = undefined;
-    }
-  }
-
-  async #sendUntilAcked(batch: Event[]): Promise<void> {
-    let delayMs = RETRY_MIN_DELAY_MS;
-    for (let attempt = 0; ; attempt++) {
-      this.#signal.throwIfAborted();
-      if (attempt > 0) this.stats.resent++;
-      try {
-        const acks = await this.#sendOnce(batch);
-        this.stats.duplicates += acks.filter((a) => a.duplicate).length;
-        return;
-      } catch (err) {
-        this.#dropStream();
-        if (this.#signal.aborted) throw err;
-        this.#onRetry(err, delayMs);
-        await sleep(delayMs, undefined, { signal: this.#signal });
-        delayMs = Math.min(delayMs * 2, RETRY_MAX_DELAY_MS);
-      }
-    }
-  }
-
-  /** One request; fails when the stream errors, ends, stalls, or the run is aborted. */
-  #sendOnce(batch: Event[]): Promise<{ duplicate: boolean }[]> {
-    const stream = this.#openStream();
-    return new Promise((resolve, reject) => {
-      const fail = (err: Error): void => {
-        cleanup();
-        reject(err);
-      };
-      const onStatus = (s: StatusObject): void =>
-        fail(new Error(`stream ended: ${grpcStatus[s.code] ?? s.code} ${s.details}`.trim()));
-      const onAbort = (): void => fail(this.#signal.reason as Error);
-      const timer = setTimeout(() => fail(new Error(`no ack within ${SEND_TIMEOUT_MS} ms`)), SEND_TIMEOUT_MS);
-      const cleanup = (): void => {
-        clearTimeout(timer);
-        stream.call.off('status', onStatus);
-        this.#signal.removeEventListener('abort', onAbort);
-      };
-      // PublishStream rejects its waiters on 'error' but not when the server ends the call
-      // cleanly; 'status' comes either way, so a request can never hang on a dead stream.
-      stream.call.on('status', onStatus);
-      this.#signal.addEventListener('abort', onAbort, { once: true });
-      stream.send(batch, 'ACCEPTED').then(
-        (acks) => {
-          cleanup();
-          if (acks.length !== batch.length)
-            reject(new Error(`${acks.length} acks for ${batch.length} events`));
-          else resolve(acks);
-        },
-        (err: Error) => fail(err),
-      );
-    });
-  }
-
-  #openStream(): PublishStream {
-    if (!this.#stream) {
-      const stream = this.#client.openStream();
-      // A stream the broker ended between requests is not used again.
-      stream.call.once('status', () => {
-        if (this.#stream === stream) this.#stream = undefined;
-      });
-      this.#stream = stream;
-    }
-    return this.#stream;
-  }
-
-  #dropStream(): void {
-    this.#stream?.call.cancel();
-    this.#stream = undefined;
-  }
-
-  /** Drops the stream at once (the run was interrupted). */
-  cancel(): void {
-    this.#pending = [];
-    this.#dropStream();
-  }
-
-  /** Half-closes the stream once everything is acknowledged. */
-  async close(): Promise<void> {
-    const stream = this.#stream;
-    this.#stream = undefined;
-    if (!stream) return;
-    await Promise.race([stream.end(), sleep(CANCEL_GRACE_MS)]);
-    stream.call.cancel();
-  }
-}
-
 export interface DemoOptions {
   readonly target: string;
   readonly threadId: string;
@@ -314,90 +168,135 @@ export interface DemoOptions {
   readonly log: (line: string) => void;
 }
 
-/** Plays one run; returns its status (`cancelled` when the signal fired mid-run). */
+interface RunStats {
+  events: number;
+  duplicates: number;
+  retries: number;
+}
+
+/**
+ * Plays one run; returns its status: `cancelled` when the signal fired or a subscriber asked
+ * the run to stop (a cancel control on the publisher's PublishStream).
+ */
 async function playRun(
-  client: IngestClient,
+  pub: Publisher,
   o: DemoOptions,
   run: ScriptRun,
   runId: string,
   signal: AbortSignal,
-): Promise<{ status: string; stats: RunStats }> {
-  let retries = 0;
-  const sender = new BatchingSender(client, signal, (err, delayMs) => {
-    if (retries++ === 0 || retries % 10 === 0) {
-      o.log(`run ${runId}: publish failed (${errorText(err)}); retry #${retries} in ${delayMs} ms`);
-    }
+  stats: RunStats,
+): Promise<string> {
+  const stop = new AbortController();
+  const onSignal = (): void => stop.abort(signal.reason);
+  signal.addEventListener('abort', onSignal, { once: true });
+  const offCancel = pub.onCancel(o.threadId, runId, (c) => {
+    o.log(
+      `run ${runId}: cancel requested${c.reason ? ` (${c.reason})` : ''}${c.requestedBy ? ` by ${c.requestedBy}` : ''}`,
+    );
+    stop.abort(new Error('cancel requested'));
   });
   const events = instantiate(run, runId);
   let seqInRun = 0;
-  const toWire = (e: ScriptEvent): Event => {
-    const now = Date.now();
-    return {
-      thread_id: o.threadId,
-      run_id: runId,
-      event_id: `${runId}-${String(++seqInRun).padStart(4, '0')}`,
-      event_type: e.event_type,
-      category: GRPC_CATEGORY[e.category],
-      content_json: JSON.stringify(e.content),
-      metadata_json: JSON.stringify(e.metadata),
-      created_at: { seconds: Math.floor(now / 1000), nanos: (now % 1000) * 1_000_000 },
-    };
+  const failures: unknown[] = [];
+  const acks: Promise<void>[] = [];
+  const publish = (e: ScriptEvent): Promise<void> => {
+    const p = pub
+      .publish({
+        threadId: o.threadId,
+        runId,
+        eventId: `${runId}-${String(++seqInRun).padStart(4, '0')}`,
+        eventType: e.event_type,
+        category: e.category,
+        content: e.content,
+        metadata: e.metadata,
+        createdAt: new Date(),
+      })
+      .then(
+        (ack) => {
+          stats.events++;
+          if (ack.duplicate) stats.duplicates++;
+        },
+        (err: unknown) => {
+          failures.push(err);
+        },
+      );
+    acks.push(p);
+    return p;
   };
   let status = 'success';
   try {
     let prev: ScriptEvent | undefined;
     for (const e of events) {
       const delay = delayBefore(e, prev);
-      if (delay > 0) await sleep(delay, undefined, { signal });
-      sender.push(toWire(e));
+      if (delay > 0) await sleep(delay, undefined, { signal: stop.signal });
+      if (stop.signal.aborted) break;
+      void publish(e);
       prev = e;
       if (e.event_type === 'run_end' && isObject(e.content) && typeof e.content.status === 'string') {
         status = e.content.status;
       }
     }
-    await sender.flush();
-    await sender.close();
-    return { status, stats: sender.stats };
   } catch (err) {
-    sender.cancel();
-    if (!signal.aborted) throw err;
+    if (!stop.signal.aborted) throw err;
+  } finally {
+    signal.removeEventListener('abort', onSignal);
   }
-  // Interrupted: close the run the way a cancelled agent would, on a fresh, bounded budget.
-  status = 'cancelled';
-  const grace = AbortSignal.timeout(CANCEL_GRACE_MS);
-  const closer = new BatchingSender(client, grace, () => undefined);
-  closer.push(toWire({ event_type: 'run_end', category: 'lifecycle', content: { status }, metadata: {} }));
-  await closer.flush().catch(() => undefined);
-  await closer.close().catch(() => undefined);
-  const stats = sender.stats;
-  stats.events += closer.stats.events;
-  stats.batches += closer.stats.batches;
-  return { status, stats };
+  if (stop.signal.aborted) {
+    // Interrupted: close the run the way a cancelled agent would, within a bounded grace.
+    status = 'cancelled';
+    const end = publish({ event_type: 'run_end', category: 'lifecycle', content: { status }, metadata: {} });
+    await Promise.race([end, sleep(CANCEL_GRACE_MS)]);
+  } else {
+    await Promise.all(acks);
+    if (failures.length > 0) throw failures[0];
+  }
+  offCancel();
+  return status;
 }
 
 /** Plays runs until `signal` fires (or `o.runs` are done). */
 export async function runDemo(o: DemoOptions, signal: AbortSignal): Promise<void> {
-  const client = new IngestClient(o.target);
+  const stats: RunStats = { events: 0, duplicates: 0, retries: 0 };
+  // One PublishStream for the whole demo: batches of whatever became ready while a request was
+  // in flight, stable ids across retries, and the cancel controls subscribers send.
+  const pub = new Publisher({
+    target: o.target,
+    mode: 'stream',
+    lingerMs: 0,
+    deadlineMs: SEND_TIMEOUT_MS,
+    retry: {
+      initialDelayMs: RETRY_MIN_DELAY_MS,
+      maxDelayMs: RETRY_MAX_DELAY_MS,
+      maxAttempts: Number.POSITIVE_INFINITY,
+    },
+    onRetry: (err, attempt, delayMs) => {
+      stats.retries++;
+      if (attempt === 1 || attempt % 10 === 0)
+        o.log(`publish failed (${err.message}); retry #${attempt} in ${delayMs} ms`);
+    },
+  });
   try {
     for (let i = 0; (o.runs === 0 || i < o.runs) && !signal.aborted; i++) {
       const run = o.script[i % o.script.length] as ScriptRun;
       const runId = newRunId();
       const started = Date.now();
-      const { status, stats } = await playRun(client, o, run, runId, signal);
+      const before = { ...stats };
+      const status = await playRun(pub, o, run, runId, signal, stats);
       const secs = ((Date.now() - started) / 1000).toFixed(1);
       const extra = [
-        stats.resent > 0 ? `${stats.resent} re-sent` : '',
-        stats.duplicates > 0 ? `${stats.duplicates} deduplicated` : '',
+        stats.retries > before.retries ? `${stats.retries - before.retries} retries` : '',
+        stats.duplicates > before.duplicates ? `${stats.duplicates - before.duplicates} deduplicated` : '',
       ].filter(Boolean);
       o.log(
-        `run ${runId} (${run.source}) on ${o.threadId}: ${status}, ${stats.events} events in ${stats.batches} batches` +
+        `run ${runId} (${run.source}) on ${o.threadId}: ${status}, ${stats.events - before.events} events` +
           `${extra.length > 0 ? ` (${extra.join(', ')})` : ''}, ${secs}s`,
       );
       if (o.runs !== 0 && i + 1 >= o.runs) break;
       await sleep(o.intervalMs, undefined, { signal }).catch(() => undefined);
     }
   } finally {
-    client.close();
+    if (signal.aborted) pub.abort();
+    else await pub.close();
   }
 }
 
@@ -430,12 +329,6 @@ export function loadScript(fixture: string | undefined): { runs: ScriptRun[]; so
 
 function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
-
-function errorText(err: unknown): string {
-  const e = err as { code?: number; details?: string; message?: string };
-  if (typeof e?.details === 'string' && e.details !== '') return e.details;
-  return e?.message ?? String(err);
 }
 
 const USAGE = `usage: demo-agent [--thread ID] [--interval-ms MS] [--target HOST:PORT] [--fixture FILE] [--runs N]

@@ -7,22 +7,18 @@
  * Ctrl-C prints where it stopped (to resume with `--after-seq`) and exits 0.
  */
 import { resolve } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { type ServerFrame, type WireEvent, WsConnection } from '../client/ws-subscriber.js';
+import { subscribe, type WireEvent } from '@runstream/client';
+import WebSocket from 'ws';
 import { ID_PATTERN } from '../domain/ids.js';
 
 export const DEFAULT_WS_URL = 'ws://127.0.0.1:8080/v1/ws';
-export const SUBSCRIPTION_ID = 'tail';
 export const RECONNECT_MIN_DELAY_MS = 250;
 export const RECONNECT_MAX_DELAY_MS = 5000;
 /** A client ping goes out this often; no pong by the next one means the peer is gone. */
 export const PING_INTERVAL_MS = 15_000;
 export const SUMMARY_MAX_CHARS = 160;
-
-/** Error codes after which resubscribing cannot help. */
-const FATAL_CODES = new Set(['invalid_argument', 'cursor_ahead', 'not_found']);
 
 /** One readable line for an event: `#seq run event_type: summary`. */
 export function formatEvent(e: WireEvent): string {
@@ -67,114 +63,49 @@ export interface TailOptions {
   readonly note: (line: string) => void;
 }
 
-type SessionEnd = { kind: 'dropped'; why: string } | { kind: 'fatal'; why: string } | { kind: 'stopped' };
-
 /**
- * Follows the thread until `signal` fires (resolves with the last seq shown) or the
- * server refuses the subscription for good (rejects).
+ * Follows the thread until `signal` fires (resolves with the last seq shown) or the server
+ * refuses the subscription for good (rejects). The client package's subscriber does the
+ * resuming: it reconnects with backoff and resubscribes after the last seq.
  */
 export async function tail(o: TailOptions, signal: AbortSignal): Promise<number> {
   let lastSeq = o.afterSeq;
-  let delayMs = RECONNECT_MIN_DELAY_MS;
-  let failures = 0;
-  for (;;) {
-    if (signal.aborted) return lastSeq;
-    const end = await session(o, lastSeq, signal, (seq) => {
-      lastSeq = seq;
-      delayMs = RECONNECT_MIN_DELAY_MS;
-      failures = 0;
-    });
-    if (end.kind === 'stopped') return lastSeq;
-    if (end.kind === 'fatal') throw new Error(end.why);
-    // Say it once per outage, not once per attempt.
-    if (failures++ === 0) o.note(`-- ${end.why}; reconnecting to resume after #${lastSeq} --`);
-    await sleep(delayMs, undefined, { signal }).catch(() => undefined);
-    delayMs = Math.min(delayMs * 2, RECONNECT_MAX_DELAY_MS);
-  }
-}
-
-/** One connection: subscribe after `afterSeq`, print until it ends. */
-async function session(
-  o: TailOptions,
-  afterSeq: number,
-  signal: AbortSignal,
-  onSeq: (seq: number) => void,
-): Promise<SessionEnd> {
-  let conn: WsConnection;
-  try {
-    conn = await WsConnection.open(o.url);
-  } catch (err) {
-    return { kind: 'dropped', why: `cannot connect to ${o.url} (${(err as Error).message})` };
-  }
-  let lastSeq = afterSeq;
-  let resolveEnd!: (end: SessionEnd) => void;
-  const ended = new Promise<SessionEnd>((r) => {
-    resolveEnd = r;
+  let outage = false;
+  const sub = subscribe({
+    url: o.url,
+    threadId: o.threadId,
+    afterSeq: o.afterSeq,
+    WebSocket,
+    signal,
+    pingIntervalMs: PING_INTERVAL_MS,
+    backoff: { initialDelayMs: RECONNECT_MIN_DELAY_MS, maxDelayMs: RECONNECT_MAX_DELAY_MS },
   });
-  const finish = (end: SessionEnd): void => {
-    resolveEnd(end);
-    conn.ws.terminate();
-  };
-
-  // WsConnection's own error listener is a one-shot meant for the opening handshake.
-  conn.ws.on('error', (err) => finish({ kind: 'dropped', why: `connection error (${err.message})` }));
-  void conn.closed.then(({ code, reason }) =>
-    resolveEnd({ kind: 'dropped', why: `connection closed (${code}${reason ? ` ${reason}` : ''})` }),
-  );
-  let alive = true;
-  conn.ws.on('pong', () => {
-    alive = true;
-  });
-  const pinger = setInterval(() => {
-    if (!alive) return finish({ kind: 'dropped', why: `no pong within ${PING_INTERVAL_MS} ms` });
-    alive = false;
-    conn.ws.ping();
-  }, PING_INTERVAL_MS);
-  const onAbort = (): void => {
-    resolveEnd({ kind: 'stopped' });
-    void conn.close();
-  };
-  signal.addEventListener('abort', onAbort, { once: true });
-
-  conn.onFrame((f: ServerFrame) => {
-    // WsConnection keeps every frame for tests; a tail that runs for days must not.
-    conn.frames.length = 0;
-    if (signal.aborted) return;
-    switch (f.type) {
-      case 'event': {
-        if (f.id !== SUBSCRIPTION_ID) return;
-        const e = f.event;
-        if (e.seq <= lastSeq) return; // already shown
-        if (e.seq !== lastSeq + 1) {
-          finish({ kind: 'dropped', why: `got #${e.seq} after #${lastSeq}` });
-          return;
-        }
-        o.out(o.json ? JSON.stringify(e) : formatEvent(e));
-        lastSeq = e.seq;
-        onSeq(lastSeq);
-        return;
-      }
+  for await (const item of sub) {
+    switch (item.type) {
+      case 'event':
+        o.out(o.json ? JSON.stringify(item.event) : formatEvent(item.event));
+        lastSeq = item.event.seq;
+        outage = false;
+        break;
       case 'live':
-        if (f.id === SUBSCRIPTION_ID) o.out(o.json ? JSON.stringify(f) : `-- live at #${f.seq} --`);
-        return;
+        o.out(o.json ? JSON.stringify(item) : `-- live at #${item.seq} --`);
+        outage = false;
+        break;
+      case 'reconnecting':
+        // Say it once per outage, not once per attempt.
+        if (!outage) o.note(`-- ${item.reason}; reconnecting to resume after #${lastSeq} --`);
+        outage = true;
+        break;
       case 'error':
-        if (f.id !== SUBSCRIPTION_ID && f.id !== null) return;
-        if (FATAL_CODES.has(f.code)) finish({ kind: 'fatal', why: `${f.code}: ${f.message}` });
-        else finish({ kind: 'dropped', why: `server error ${f.code}: ${f.message}` });
-        return;
-      default:
-        return;
+        if (!item.retrying) throw new Error(`${item.error.code}: ${item.error.message}`);
+        break;
+      case 'end':
+      case 'deleted':
+        o.note(`-- ${item.type} --`);
+        return lastSeq;
     }
-  });
-  conn.subscribe(SUBSCRIPTION_ID, o.threadId, afterSeq);
-
-  try {
-    return await ended;
-  } finally {
-    clearInterval(pinger);
-    signal.removeEventListener('abort', onAbort);
-    conn.ws.terminate();
   }
+  return lastSeq;
 }
 
 const USAGE = `usage: npm run tail -- <thread_id> [--after-seq N] [--url URL] [--json]

@@ -1,6 +1,7 @@
 /**
- * A WebSocket subscriber client: subscribes, hands frames to a callback, and keeps the
- * cursor (last seq received) so it can resume after a dropped connection.
+ * A raw WebSocket connection for tests and benchmarks: sends frames as given, keeps every
+ * frame it receives, and does not reconnect or resume. Applications use the resuming
+ * subscriber of `@runstream/client` (clients/typescript) instead.
  */
 import WebSocket from 'ws';
 import type { ChatFrameData } from './chat-view.js';

@@ -63,8 +63,8 @@ export interface ChatMessage {
   last_seq: number;
   event_count: number;
   readonly created_at: string;
-  /** metadata of the first event, as JSON text. */
-  readonly metadata_json: string;
+  /** metadata of the first event, as JSON text (a live view forgets it once sent: ''). */
+  metadata_json: string;
 }
 
 /** What the projection needs of an event. */
@@ -152,6 +152,14 @@ export function toolCallsOf(content: unknown, seq: number): ChatToolCall[] {
 }
 
 /** Which message an event belongs to, in scan order (either direction gives the same groups). */
+/** An assistant event with no `metadata.id`: it goes on its run's anonymous message, if the run's last chat event was one. */
+export function isAnonymousAssistant(e: Pick<ChatInput, 'event_type' | 'metadata_json'>): boolean {
+  const kind = kindOf(e.event_type);
+  return (
+    (kind === 'chunk' || kind === 'whole' || kind === 'call') && metadataId(e.metadata_json) === undefined
+  );
+}
+
 export class ChatKeys {
   /** Per run: the key of the anonymous assistant message the previous chat event belonged to. */
   readonly #anon = new Map<string, string>();
@@ -186,6 +194,11 @@ export class ChatKeys {
 /** The key of an assistant message named by `metadata.id`: the one kind that may continue at any later seq. */
 export function isNamedAssistantKey(key: string): boolean {
   return key.startsWith('a:');
+}
+
+/** The seq an anonymous message's key says it began at; undefined for other keys. */
+export function anonymousFirstSeq(key: string): number | undefined {
+  return key.startsWith('anon:') ? Number(key.slice(key.lastIndexOf(':') + 1)) : undefined;
 }
 
 function anonKey(runId: string, firstSeq: number): string {
@@ -270,7 +283,8 @@ export class ChatBuilder {
     };
     if (kind === 'result') {
       m.tool_call_id = callId ?? '';
-      m.name = str(c?.name) ?? this.#calls.get(callKey(e.run_id, m.tool_call_id))?.name ?? '';
+      const call = m.tool_call_id ? this.#calls.get(callKey(e.run_id, m.tool_call_id)) : undefined;
+      m.name = str(c?.name) ?? call?.name ?? '';
       m.is_error = c?.is_error === true || c?.status === 'error';
     }
     return m;
@@ -293,7 +307,11 @@ export class ChatBuilder {
       case 'call': {
         const calls = toolCallsOf(content, e.seq);
         if (this.#keep) m.tool_calls.push(...calls);
-        for (const call of calls) this.#calls.set(callKey(e.run_id, call.id), call);
+        for (const call of calls) {
+          // A live view needs a call's name, not its arguments.
+          if (call.id)
+            this.#calls.set(callKey(e.run_id, call.id), this.#keep ? call : { ...call, arguments: '' });
+        }
         return { message: m, created, toolCalls: calls };
       }
       case 'whole': {
@@ -332,7 +350,8 @@ export function nameTools(messages: readonly ChatMessage[], calls: readonly Stor
   for (const m of messages) {
     for (const c of latestFirst) {
       if (c.run_id !== m.run_id || c.seq >= m.first_seq) continue;
-      const call = toolCallsOf(parse(c.content_json), c.seq).find((t) => t.id === m.tool_call_id);
+      // The last with that id in its event, as the builder keeps it.
+      const call = toolCallsOf(parse(c.content_json), c.seq).findLast((t) => t.id === m.tool_call_id);
       if (call) {
         m.name = call.name;
         break;
@@ -343,8 +362,7 @@ export function nameTools(messages: readonly ChatMessage[], calls: readonly Stor
 
 /** An anonymous message's id is `seq-<the seq its key names>`; any other `seq-<this event's seq>`. */
 function firstSeqOf(key: string, seq: number): number {
-  if (!key.startsWith('anon:')) return seq;
-  return Number(key.slice(key.lastIndexOf(':') + 1));
+  return anonymousFirstSeq(key) ?? seq;
 }
 
 /** Builds messages from events in ascending seq order, grouped by the keys given. */

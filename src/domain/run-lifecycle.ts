@@ -15,7 +15,9 @@
  * | `cancelled`, `run_cancelled`                            | `cancelled`                              |
  * | `interrupted`, `run_interrupted`                        | `interrupted`                            |
  *
- * Any other event of a run makes a `pending` run `running` (a new run starts `running`).
+ * `cancel_requested` (what the broker stores when someone asks to cancel) says nothing: a
+ * request is not an outcome. Any other event of a run makes a `pending` run `running` (a
+ * new run starts `running`).
  * **The latest start or terminal event wins**: `run_start, chunk, interrupted, run_start,
  * chunk` is `running`; its `end_seq` is the seq of the terminal event that set a terminal
  * status, and goes back to none when a start re-opens the run. A run has ended when its
@@ -61,8 +63,12 @@ export function isTerminal(category: string, eventType: string): boolean {
   return category === 'lifecycle' && TERMINAL_EVENT_TYPES.has(eventType);
 }
 
+/** The event the broker stores when a cancel is requested (ingest/control.ts). */
+export const CANCEL_REQUESTED_EVENT_TYPE = 'cancel_requested';
+
 /** What a lifecycle event says about its run's status. */
 export type LifecycleSignal =
+  | { readonly kind: 'neutral' }
   | { readonly kind: 'pending' }
   | { readonly kind: 'start' }
   | { readonly kind: 'terminal'; readonly status: RunStatusName }
@@ -90,6 +96,7 @@ export function statusWord(word: unknown): RunStatusName {
 
 export function classify(category: string, eventType: string, contentJson: string): LifecycleSignal {
   if (category !== 'lifecycle') return { kind: 'other' };
+  if (eventType === CANCEL_REQUESTED_EVENT_TYPE) return { kind: 'neutral' };
   if (START_EVENT_TYPES.has(eventType)) return { kind: 'start' };
   if (PENDING_EVENT_TYPES.has(eventType)) return { kind: 'pending' };
   if (!TERMINAL_EVENT_TYPES.has(eventType)) return { kind: 'other' };

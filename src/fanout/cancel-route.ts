@@ -7,10 +7,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { type Authenticator, bearerFromHttp } from '../auth/principal.js';
 import { pathId } from '../domain/ids.js';
-import { refuseUnknownKeys } from '../domain/keys.js';
 import { InvalidArgumentError } from '../errors.js';
 import type { Route } from '../http/router.js';
-import { sendError, sendJson } from '../http/util.js';
+import { sendError, sendJson, strictQuery } from '../http/util.js';
 import type { RunControl } from '../ingest/control.js';
 
 const CANCEL_PARAMS: ReadonlySet<string> = new Set(['access_token']);
@@ -32,7 +31,7 @@ export function cancelRoute(o: CancelRouteOptions): Route {
       try {
         const threadId = pathId(params.thread_id, 'thread_id');
         const runId = pathId(params.run_id, 'run_id');
-        refuseUnknownKeys(url.searchParams.keys(), CANCEL_PARAMS, "the cancel route's query", 'query');
+        strictQuery(url, CANCEL_PARAMS, "the cancel route's query");
         const principal = await o.auth.authenticate(bearerFromHttp(req, url));
         const body = await readJsonBody(req);
         const receipt = await o.control.requestCancel({

@@ -8,14 +8,18 @@
  * It is a transport of the subscription core like the others: its parser is History's
  * query, its renderer collects event JSON, its writer is one HTTP response. Catch-up past N
  * answers at once; with nothing past N it waits live, and answers after the delivery turn
- * that brings the first events (so the events of one commit come together).
+ * that brings the first events (so the events of one commit come together). A poll of one
+ * run (`run_id=`) whose run has ended by its cursor answers at once with `"end":{"run_id",
+ * "seq","status"}` after its events, as a run subscription's `end` frame says.
  */
 import type { ServerResponse } from 'node:http';
 import type { Principal } from '../auth/principal.js';
 import { readScope } from '../auth/scope.js';
+import type { RunStatusName } from '../domain/run-lifecycle.js';
 import { ErrorCode, RunstreamError } from '../errors.js';
 import type { EventsQuery } from '../history/history.js';
 import type { LongPoll } from '../history/http-routes.js';
+import { endJson } from '../http/unsent.js';
 import { sendError } from '../http/util.js';
 import { QueuedSink, type Renderer } from './core/queued-sink.js';
 import type { SubscriptionService } from './core/service.js';
@@ -42,6 +46,7 @@ async function poll(o: LongPollOptions, p: Principal, q: EventsQuery, waitMs: nu
   let lastSeq = 0;
   let live = false;
   let answered = false;
+  let ended: { run_id: string; seq: number; status: RunStatusName } | undefined;
   let sub: Subscription | undefined;
   let timer: NodeJS.Timeout | undefined;
   let soon: NodeJS.Immediate | undefined;
@@ -54,9 +59,13 @@ async function poll(o: LongPollOptions, p: Principal, q: EventsQuery, waitMs: nu
     const cursor = Math.max(sub?.resumeCursor ?? q.afterSeq, lastSeq);
     sub?.close();
     release();
-    res
-      .writeHead(200, { 'content-type': 'application/json; charset=utf-8' })
-      .end(`{"events":[${events.join(',')}],"next_after_seq":${cursor},"has_more":${hasMore}}`);
+    // A run poll whose run has ended says so, with its status: polling on would only get this again.
+    const end = ended === undefined ? '' : `,"end":${JSON.stringify(ended)}`;
+    endJson(
+      res,
+      200,
+      `{"events":[${events.join(',')}],"next_after_seq":${cursor},"has_more":${hasMore}${end}}`,
+    );
   };
   const fail = (err: RunstreamError): void => {
     if (answered) return;
@@ -84,7 +93,10 @@ async function poll(o: LongPollOptions, p: Principal, q: EventsQuery, waitMs: nu
       if (events.length > 0) answer(false);
       return undefined;
     },
-    end: () => undefined,
+    end: (_s, runId, seq, status) => {
+      ended = { run_id: runId, seq, status };
+      return undefined;
+    },
     deleted: () => undefined,
     error: () => undefined,
   };
@@ -98,7 +110,11 @@ async function poll(o: LongPollOptions, p: Principal, q: EventsQuery, waitMs: nu
         s.close();
         answer(true);
       } else if (live && !soon) {
-        soon = setImmediate(() => answer(false));
+        // After the turn's events, and after the run-end check a terminal event among them
+        // starts: an answer that holds the run's end says so.
+        soon = setImmediate(() => {
+          void s.endChecked().then(() => answer(false));
+        });
       }
     }
   })(queue, renderer, (_s, how) => {

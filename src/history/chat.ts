@@ -121,7 +121,7 @@ async function ascendingKeys(db: pg.Pool, q: ChatQuery, events: readonly StoredE
       runId: q.runId,
       userId: q.userId,
     });
-    for (const first of tails) keys.seedAnonymous(first.run_id, first.seq);
+    for (const t of tails) keys.seedAnonymous(t.runId, t.firstSeq);
   }
   return events.map((e) => keys.keyOf(e));
 }

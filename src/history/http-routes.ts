@@ -6,10 +6,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { type Authenticator, bearerFromHttp, type Principal } from '../auth/principal.js';
 import { optionalId, pathId } from '../domain/ids.js';
-import { refuseUnknownKeys } from '../domain/keys.js';
 import { InvalidArgumentError, quote } from '../errors.js';
 import type { Route, RouteParams } from '../http/router.js';
-import { intParam, sendError, sendJson } from '../http/util.js';
+import { endJson } from '../http/unsent.js';
+import { intParam, LIST_PARAMS, listParam, sendError, sendJson, strictQuery } from '../http/util.js';
 import type { EventsPage, EventsQuery, History } from './history.js';
 import {
   categoriesOf,
@@ -37,20 +37,6 @@ export interface HistoryRoutesOptions {
   readonly auth: Authenticator;
   /** Long-poll on the events routes; absent: `wait_ms` is refused. */
   readonly longPoll?: LongPoll | undefined;
-}
-
-function sendText(res: ServerResponse, status: number, json: string): void {
-  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8' }).end(json);
-}
-
-/** A list parameter, repeated (`?categories=a&categories=b`) or comma-separated (`?categories=a,b`). */
-function listParam(url: URL, name: string): string[] | undefined {
-  const values = url.searchParams
-    .getAll(name)
-    .flatMap((v) => v.split(','))
-    .map((v) => v.trim())
-    .filter((v) => v !== '');
-  return values.length > 0 ? values : undefined;
 }
 
 interface Paging {
@@ -93,12 +79,7 @@ const PAGING = ['after_seq', 'before_seq', 'limit', 'user_id'];
 
 /** Refuses a query parameter the route does not take, naming it. */
 function strict(url: URL, allowed: readonly string[]): void {
-  refuseUnknownKeys(
-    url.searchParams.keys(),
-    new Set([...allowed, 'access_token']),
-    "this route's query",
-    'query',
-  );
+  strictQuery(url, new Set([...allowed, 'access_token']), "this route's query", LIST_PARAMS);
 }
 
 /** Every History route. */
@@ -157,7 +138,7 @@ export function historyRoutes(o: HistoryRoutesOptions): Route[] {
       }
       return o.longPoll(p, q, waitMs, res);
     }
-    sendText(res, 200, pageJson(await h.listEvents(p, q)));
+    endJson(res, 200, pageJson(await h.listEvents(p, q)));
   };
 
   const messages = async (
@@ -170,14 +151,14 @@ export function historyRoutes(o: HistoryRoutesOptions): Route[] {
     const pg = paging(url);
     if (viewOf(url) === 'chat') {
       const page = await h.chat(p, { threadId, runId, ...pg });
-      sendText(
+      endJson(
         res,
         200,
         `{"messages":[${page.messages.map(chatMessageJson).join(',')}],${cursorJson(page)},"has_more":${page.hasMore}}`,
       );
       return;
     }
-    sendText(
+    endJson(
       res,
       200,
       pageJson(await h.listEvents(p, { threadId, runId, categories: new Set(['message'] as const), ...pg })),
@@ -227,7 +208,7 @@ export function historyRoutes(o: HistoryRoutesOptions): Route[] {
         limit: pg.limit,
         userId: pg.userId,
       });
-      sendText(
+      endJson(
         res,
         200,
         `{"runs":[${page.runs.map(runJson).join(',')}],"next_before_seq":${page.nextBeforeSeq ?? null},"has_more":${page.hasMore}}`,
@@ -240,7 +221,7 @@ export function historyRoutes(o: HistoryRoutesOptions): Route[] {
         ids.runId as string,
         optionalId(url.searchParams.get('user_id'), 'user_id'),
       );
-      sendText(res, 200, runJson(run));
+      endJson(res, 200, runJson(run));
     }),
     route('DELETE', THREAD, ['user_id'], async (p, ids, url, res) => {
       const r = await h.deleteThread(p, ids.threadId, optionalId(url.searchParams.get('user_id'), 'user_id'));

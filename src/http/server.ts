@@ -15,6 +15,7 @@ import { OriginPolicy } from '../auth/origin.js';
 import { ErrorCode, OriginNotAllowedError, RunstreamError, toRunstreamError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { Router } from './router.js';
+import type { UnsentResponses } from './unsent.js';
 import { requestUrl, sendError, sendJson } from './util.js';
 
 /** Takes over a WebSocket upgrade request: answer it on the socket, or hand it to `ws`. */
@@ -30,6 +31,8 @@ export interface HttpServerOptions {
   readonly ready: () => Promise<boolean>;
   /** Browser origins allowed (RS_ALLOWED_ORIGINS); undefined = any. */
   readonly allowedOrigins: readonly string[] | undefined;
+  /** Answers written and not yet taken by clients (see unsent.ts). */
+  readonly unsent: UnsentResponses;
   readonly log: Logger;
 }
 
@@ -43,6 +46,7 @@ export class HttpServer implements AsyncDisposable {
     this.#o = o;
     this.#origins = new OriginPolicy(o.allowedOrigins);
     this.#server = createServer((req, res) => {
+      o.unsent.track(res);
       this.#route(req, res).catch((err: unknown) => {
         const e = toRunstreamError(err);
         if (e.httpStatus >= 500) o.log.error({ err, url: req.url?.slice(0, 200) }, 'http handler failed');
@@ -105,6 +109,13 @@ export class HttpServer implements AsyncDisposable {
       return sendError(res, new OriginNotAllowedError(req.headers.origin ?? ''));
     }
     if (this.#origins.applyCors(req, res)) return;
+    // After CORS, so that a browser on another origin reads the 429 rather than a network error.
+    if (this.#o.unsent.full) {
+      throw new RunstreamError(
+        ErrorCode.ResourceExhausted,
+        `answers not yet read by their clients hold ${this.#o.unsent.bytes} bytes on this node; retry later`,
+      );
+    }
     const m = this.#o.router.match(req.method ?? 'GET', url.pathname);
     if (m.kind === 'route') return m.route.handle(req, res, m.params, url);
     if (m.kind === 'method') {

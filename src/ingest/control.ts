@@ -18,7 +18,7 @@ import { requireCancel } from '../auth/http.js';
 import type { Principal } from '../auth/principal.js';
 import type { LogRecord } from '../domain/event.js';
 import { requiredId } from '../domain/ids.js';
-import { hasEnded, isTerminal } from '../domain/run-lifecycle.js';
+import { CANCEL_REQUESTED_EVENT_TYPE, hasEnded, isTerminal } from '../domain/run-lifecycle.js';
 import { ErrorCode, InvalidArgumentError, RunstreamError } from '../errors.js';
 import type { CancelRun } from '../gen/runstream/v1/CancelRun.js';
 import type { Control } from '../gen/runstream/v1/Control.js';
@@ -29,7 +29,7 @@ import type { Logger } from '../logger.js';
 import { getRun } from '../persist/runs.js';
 
 /** Event type of the lifecycle event that records a cancel request. */
-export const CANCEL_REQUESTED_EVENT_TYPE = 'cancel_requested';
+export { CANCEL_REQUESTED_EVENT_TYPE };
 /** Longest `reason` accepted, in characters. */
 export const MAX_CANCEL_REASON_LENGTH = 1024;
 /** Runs one PublishStream listens to for control messages; past it the oldest is dropped. */
@@ -83,8 +83,9 @@ export class RunControl {
     requiredId(runId, 'run_id');
     checkReason(req.reason);
     requireCancel(principal, threadId);
-    // The run's status is the runs table's (domain/run-lifecycle.ts), as every reader sees it.
-    const run = await getRun(this.#o.pool, threadId, runId);
+    // The run's status is the runs table's (domain/run-lifecycle.ts), as every reader sees
+    // it; a user-scoped principal sees only the user's runs, as in History.
+    const run = await getRun(this.#o.pool, threadId, runId, principal.userId);
     if (!run) {
       throw new RunstreamError(ErrorCode.NotFound, `run ${runId} of thread ${threadId} has no stored events`);
     }

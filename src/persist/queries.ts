@@ -332,16 +332,18 @@ export interface ChatStateQuery {
 }
 
 /**
- * Of the runs (of the thread, or the one run) whose last chat event up to `uptoSeq` is an
- * anonymous assistant event, the first event of that message: the first chat event after
- * the run's last chat event that is not one (domain/chat.ts ChatKeys).
+ * The runs (of the thread, or the one run) whose last chat event up to `uptoSeq` is an
+ * anonymous assistant event, and the seq where that message began: the first chat event
+ * after the run's last chat event that is not one (domain/chat.ts ChatKeys).
  */
-export async function anonymousTails(db: pg.Pool | pg.ClientBase, q: ChatStateQuery): Promise<StoredEvent[]> {
+export async function anonymousTails(
+  db: pg.Pool | pg.ClientBase,
+  q: ChatStateQuery,
+): Promise<{ runId: string; firstSeq: number }[]> {
   const { runId, userId } = q;
-  const { rows } = await db.query<EventRow>({
+  const { rows } = await db.query<{ run_id: string; first_seq: string }>({
     name: `rs_chat_anon_tails${runId === undefined ? '' : '_run'}${userId === undefined ? '' : '_user'}`,
-    text: `SELECT ${EVENT_COLUMNS} FROM run_events
-            WHERE thread_id = $1 AND seq IN (${anonymousTailsSql(runId !== undefined, userId !== undefined)})`,
+    text: anonymousTailsSql(runId !== undefined, userId !== undefined),
     values: [
       q.threadId,
       q.uptoSeq,
@@ -350,6 +352,20 @@ export async function anonymousTails(db: pg.Pool | pg.ClientBase, q: ChatStateQu
       ...(runId === undefined ? [] : [runId]),
       ...(userId === undefined ? [] : [userId]),
     ],
+  });
+  return rows.map((r) => ({ runId: r.run_id, firstSeq: Number(r.first_seq) }));
+}
+
+/** The thread's stored events at these seqs (those that exist), in seq order. */
+export async function eventsAt(
+  db: pg.Pool | pg.ClientBase,
+  threadId: string,
+  seqs: readonly number[],
+): Promise<StoredEvent[]> {
+  const { rows } = await db.query<EventRow>({
+    name: 'rs_events_at',
+    text: `SELECT ${EVENT_COLUMNS} FROM run_events WHERE thread_id = $1 AND seq = ANY($2::bigint[]) ORDER BY seq`,
+    values: [threadId, seqs],
   });
   return rows.map(toStored);
 }
@@ -362,7 +378,8 @@ function anonymousTailsSql(byRun: boolean, byUser: boolean): string {
   const chat = `e.thread_id = $1 AND e.run_id = r.run_id AND e.seq <= $2 AND e.event_type = ANY($3::text[])${user}`;
   const anon = `(e.event_type = ANY($4::text[]) AND NOT ${NAMED})`;
   return `
-    SELECT (SELECT min(e.seq) FROM run_events e
+    SELECT r.run_id,
+           (SELECT min(e.seq) FROM run_events e
              WHERE ${chat} AND e.seq > COALESCE((
                SELECT e.seq FROM run_events e WHERE ${chat} AND NOT ${anon} ORDER BY e.seq DESC LIMIT 1), 0)
            ) AS first_seq

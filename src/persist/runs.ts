@@ -95,6 +95,7 @@ export function runDeltas(inserted: readonly StoredEvent[]): RunDelta[] {
         d.outcome = e.content_json;
         break;
       case 'pending':
+      case 'neutral':
         break;
       case 'other':
         d.active = true;

@@ -6,7 +6,7 @@
 
 import { Admission } from '../fanout/core/admission.js';
 import { LiveSubscriptions } from '../fanout/core/live-subscriptions.js';
-import { QueueBudget } from '../fanout/core/send-queue.js';
+import { ByteCount, QueueBudget } from '../fanout/core/send-queue.js';
 import { SubscriptionService } from '../fanout/core/service.js';
 import type { SubscriptionResources } from '../fanout/core/subscription.js';
 import { GrpcSubscribeService } from '../fanout/grpc/subscribe.js';
@@ -26,6 +26,11 @@ import { ThreadFeeds } from '../log/thread-feed.js';
 import { gatedPool } from '../persist/query-gate.js';
 import type { Base } from './base.js';
 
+export interface FanoutMemory {
+  readonly queuedBytes: number;
+  readonly heldBytes: number;
+}
+
 export interface Fanout {
   readonly service: SubscriptionService;
   /** The committed-event feeds, one NATS subscription per thread watched. */
@@ -36,6 +41,8 @@ export interface Fanout {
   readonly upgrades: ReadonlyMap<string, UpgradeHandler>;
   /** Threads with a NATS subscription held for subscribers (events and deletions). */
   feedCount(): number;
+  /** Bytes queued to subscribers, and live events held by subscriptions catching up, on this node. */
+  memory(): FanoutMemory;
   /** Ends every WebSocket connection (1001) and SSE stream: before the HTTP server closes. */
   closeSubscribers(): Promise<void>;
 }
@@ -51,6 +58,8 @@ export function startFanoutRole(b: Base, control: RunControl): Fanout {
   // After a NATS reconnect, every live subscription behind its thread's head catches up.
   const live = new LiveSubscriptions(readPool, log.child({ stage: 'resync' }));
   b.resync.onResync(() => live.resync());
+  const held = new ByteCount();
+  const budget = new QueueBudget(config.fanoutMaxQueuedBytes);
   const resources: SubscriptionResources = {
     logBounds: b.logBounds,
     pool: readPool,
@@ -58,6 +67,8 @@ export function startFanoutRole(b: Base, control: RunControl): Fanout {
     deletions,
     pageSize: config.catchupPageSize,
     maxPageBytes: config.maxPageBytes,
+    maxHeldBytes: config.fanoutMaxHeldBytes,
+    held,
     live,
     log: log.child({ stage: 'fanout' }),
   };
@@ -69,7 +80,8 @@ export function startFanoutRole(b: Base, control: RunControl): Fanout {
       grpc: config.grpcSubscribeMaxCalls,
       'long-poll': config.longPollMaxWaits,
     }),
-    budget: new QueueBudget(config.fanoutMaxQueuedBytes),
+    budget,
+    stallMs: config.slowConsumerStallMs,
   });
 
   const ws = new WsEndpoint({
@@ -126,6 +138,7 @@ export function startFanoutRole(b: Base, control: RunControl): Fanout {
     sse,
     upgrades: new Map([[WS_PATH, ws.upgrade]]),
     feedCount: () => feeds.size + deletions.size,
+    memory: () => ({ queuedBytes: budget.queued, heldBytes: held.bytes }),
     closeSubscribers: async () => {
       sse.close();
       await ws.close();

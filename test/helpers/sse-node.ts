@@ -8,6 +8,7 @@ import type { Authenticator } from '../../src/auth/principal.js';
 import { loadConfig } from '../../src/config.js';
 import type { SseStreams } from '../../src/fanout/sse/routes.js';
 import { HttpServer } from '../../src/http/server.js';
+import { UnsentResponses } from '../../src/http/unsent.js';
 import { RunControl } from '../../src/ingest/control.js';
 import type { CommittedEvent } from '../../src/log/announcements.js';
 import { LogPublisher } from '../../src/log/publisher.js';
@@ -65,6 +66,7 @@ export async function startSseNode(stack: Stack, o: SseNodeOptions = {}): Promis
     upgrades: fanout.upgrades,
     ready: async () => true,
     allowedOrigins: undefined,
+    unsent: new UnsentResponses(config.httpMaxUnsentBytes, config.httpWriteTimeoutMs),
     log,
   });
   await http.start();

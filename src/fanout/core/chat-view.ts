@@ -12,26 +12,29 @@
  * nothing at N = 0), subscribes after N and applies every frame holds exactly History's
  * chat view at the last frame's seq.
  *
- * To start after N > 0, the view needs what of the projection's state lies before N: which
- * runs end in an anonymous assistant message, and from which seq (so that chunks after N
- * join it), looked up once at the start; and the names of tools whose calls are before N,
- * looked up when a result needs one. So the view processes its events in order, in a queue
+ * To start after N > 0, the view needs what of the projection's state lies before N, and
+ * looks it up when an event needs it: whether a run's last chat event before N was an
+ * anonymous assistant one, and from which seq (so that its chunks after N join it), at the
+ * run's first event after N; a named message begun before N; the name of a tool whose call
+ * is before N. So the view processes its events in order, in a queue
  * of its own, awaiting those lookups; the queue is bounded like a send queue.
  */
 import type pg from 'pg';
 import {
+  anonymousFirstSeq,
   ChatBuilder,
   type ChatChange,
   type ChatInput,
   ChatKeys,
   type ChatMessage,
+  isAnonymousAssistant,
   isNamedAssistantKey,
   metadataId,
   nameTools,
 } from '../../domain/chat.js';
 import type { RunStatusName } from '../../domain/run-lifecycle.js';
 import { ErrorCode, RunstreamError } from '../../errors.js';
-import { anonymousTails, firstOfMessage, toolCallsBefore } from '../../persist/queries.js';
+import { anonymousTails, eventsAt, firstOfMessage, toolCallsBefore } from '../../persist/queries.js';
 import { eventJsonParts } from './event-json-parts.js';
 import type { QueuedSink } from './queued-sink.js';
 import type {
@@ -41,14 +44,20 @@ import type {
   SubscriptionSink,
 } from './subscription.js';
 
-/** Events a chat view holds unprocessed at most; past it, its subscriber is too slow. */
+/**
+ * Events, and bytes of their content and metadata, a chat view holds unprocessed at most
+ * (events wait while the view looks something up in the store; a batch delivered in one
+ * turn waits for its turn). Past either, the subscription ends with `slow_consumer` and
+ * the seq to resume after.
+ */
 export const CHAT_VIEW_MAX_PENDING = 10_000;
+export const CHAT_VIEW_MAX_PENDING_BYTES = 16 * 1024 * 1024;
 
 /**
- * Messages, calls and runs a view's projection state holds at most. Past it, the view
- * drops its state and takes it from the store again at its cursor, as a view that
- * starts there does: memory stays bounded however long the thread, and the frames are
- * the same.
+ * Messages, calls and runs a view's projection state holds beyond what it took from the
+ * store when it last did. Past it, the view drops its state and takes it from the store
+ * again at its cursor, as a view that starts there does: memory stays bounded however
+ * long the thread, and the frames are the same.
  */
 export const CHAT_VIEW_MAX_STATE = 2_000;
 
@@ -72,12 +81,24 @@ export class ChatViewSink<F> implements SubscriptionSink {
    * event of its thread itself). A message or call from up to it is looked up there.
    */
   #horizon = 0;
+  /**
+   * Runs with a chat event since the horizon. The first of a run, if it is an anonymous
+   * assistant event, asks the store whether the run's last chat event up to the horizon was
+   * one too (then it goes on that message).
+   */
+  #runsSeen = new Set<string>();
   #sub: Subscription | undefined;
   #tasks: Task[] = [];
+  /** Bytes of content and metadata of the events waiting in {@link #tasks}. */
+  #pendingBytes = 0;
   #running = false;
   #drainWaiters: (() => void)[] = [];
+  /** Where the subscription started; until then, its own cursor is the resume point. */
+  #started = false;
   /** The last seq whose change went out: where a client of this view resumes. */
   #cursor = 0;
+  /** An end, deletion or error is queued: what is before it still goes out. */
+  #final = false;
   #over = false;
 
   constructor(inner: QueuedSink<F>, resources: SubscriptionResources, threadId: string) {
@@ -90,28 +111,38 @@ export class ChatViewSink<F> implements SubscriptionSink {
     this.#sub = sub;
   }
 
-  resumeCursor(): number {
-    return this.#cursor;
+  resumeCursor(sub: Subscription): number {
+    return this.#started ? this.#cursor : sub.cursor;
   }
 
   started(sub: Subscription, cursor: number): void {
+    this.#started = true;
     this.#cursor = cursor;
-    if (cursor > 0) this.#push(() => this.#seed(sub, cursor));
+    if (cursor > 0) this.#seed(cursor);
   }
 
   event(sub: Subscription, e: DeliveredEvent): void {
-    if (this.#tasks.length >= CHAT_VIEW_MAX_PENDING) {
+    if (this.#over) return;
+    const input = chatInput(e);
+    const bytes = input.content_json.length + input.metadata_json.length;
+    if (
+      this.#tasks.length >= CHAT_VIEW_MAX_PENDING ||
+      (this.#tasks.length > 0 && this.#pendingBytes + bytes > CHAT_VIEW_MAX_PENDING_BYTES)
+    ) {
       this.#fail(
         sub,
         new RunstreamError(
           ErrorCode.SlowConsumer,
-          `the chat view holds ${CHAT_VIEW_MAX_PENDING} events not yet sent; resubscribe after_seq ${this.#cursor}`,
+          `the chat view holds ${this.#tasks.length} events not yet sent; resubscribe after_seq ${this.#cursor}`,
         ),
       );
       return;
     }
-    const input = chatInput(e);
-    this.#push(() => this.#project(sub, input));
+    this.#pendingBytes += bytes;
+    this.#push(() => {
+      this.#pendingBytes -= bytes;
+      return this.#project(sub, input);
+    });
   }
 
   live(sub: Subscription, seq: number): void {
@@ -122,6 +153,7 @@ export class ChatViewSink<F> implements SubscriptionSink {
   }
 
   end(sub: Subscription, runId: string, seq: number, status: RunStatusName): void {
+    this.#final = true;
     this.#push(() => {
       if (seq > this.#cursor) this.#cursor = seq;
       this.#inner.end(sub, runId, seq, status);
@@ -129,11 +161,19 @@ export class ChatViewSink<F> implements SubscriptionSink {
   }
 
   deleted(sub: Subscription, runId: string | undefined): void {
+    this.#final = true;
     this.#push(() => this.#inner.deleted(sub, runId));
   }
 
   error(sub: Subscription, err: RunstreamError): void {
+    this.#final = true;
     this.#push(() => this.#inner.error(sub, err));
+  }
+
+  /** The subscription is over. Unless a final frame waits its turn, nothing more goes out. */
+  detached(): void {
+    if (this.#final) return;
+    this.#stop();
   }
 
   sendTogether(send: () => void): void {
@@ -164,6 +204,11 @@ export class ChatViewSink<F> implements SubscriptionSink {
     this.#running = true;
     try {
       while (this.#tasks.length > 0 && !this.#over) {
+        // The connection is gone or was cut off: nothing it would send can arrive.
+        if (this.#inner.closed && !this.#final) {
+          this.#stop();
+          break;
+        }
         const task = this.#tasks.shift() as Task;
         await task();
       }
@@ -177,10 +222,15 @@ export class ChatViewSink<F> implements SubscriptionSink {
     }
   }
 
-  #fail(sub: Subscription, err: unknown): void {
-    if (this.#over) return;
+  #stop(): void {
     this.#over = true;
     this.#tasks = [];
+    this.#pendingBytes = 0;
+  }
+
+  #fail(sub: Subscription, err: unknown): void {
+    if (this.#over) return;
+    this.#stop();
     const e =
       err instanceof RunstreamError
         ? err
@@ -190,39 +240,59 @@ export class ChatViewSink<F> implements SubscriptionSink {
   }
 
   async #project(sub: Subscription, e: ChatInput): Promise<void> {
-    const key = this.#keys.keyOf(e);
-    if (this.#horizon > 0 && isNamedAssistantKey(key) && !this.#builder.has(key)) {
-      await this.#adoptFromStore(sub, e, key);
+    if (this.#horizon > 0 && !this.#runsSeen.has(e.run_id)) {
+      this.#runsSeen.add(e.run_id);
+      if (isAnonymousAssistant(e)) await this.#tailFromStore(sub, e.run_id);
     }
+    const key = this.#keys.keyOf(e);
+    if (this.#horizon > 0 && !this.#builder.has(key)) await this.#adoptFromStore(sub, e, key);
     const change = this.#builder.apply(e, key);
     const m = change.message;
     if (this.#horizon > 0 && change.created && m.role === 'tool' && !m.name && m.tool_call_id) {
       await this.#nameFromStore(sub, m);
     }
-    this.#cursor = e.seq;
+    if (this.#over) return;
     const json = chatFrameJson(e.seq, change);
+    // The view keeps no metadata once the message's first frame carried it.
+    if (change.created) m.metadata_json = '';
     const frame = this.#inner.render.chat?.(sub, { seq: e.seq, json });
-    if (frame !== undefined) this.#inner.queue.send(frame);
-    if (this.#builder.size + this.#keys.size > CHAT_VIEW_MAX_STATE) await this.#seed(sub, e.seq);
+    // Cut off by this frame: the client resumes before it (the cut-off reads the cursor).
+    if (frame !== undefined && !this.#inner.queue.send(frame)) return;
+    this.#cursor = e.seq;
+    if (this.#builder.size + this.#keys.size + this.#runsSeen.size > CHAT_VIEW_MAX_STATE) this.#seed(e.seq);
   }
 
-  /** A named assistant message this view has not seen may have begun up to its horizon. */
+  /**
+   * A message this view has not seen may have begun before its horizon: an anonymous one
+   * its seed said goes on (its key names its first seq), or a named one.
+   */
   async #adoptFromStore(sub: Subscription, e: ChatInput, key: string): Promise<void> {
-    const messageId = metadataId(e.metadata_json) as string;
     const { userId } = sub.filter;
+    const anonFirst = anonymousFirstSeq(key);
+    if (anonFirst !== undefined) {
+      if (anonFirst >= e.seq) return;
+      const [first] = await shared(this.#pool, `at\u0000${this.#threadId}\u0000${anonFirst}`, () =>
+        eventsAt(this.#pool, this.#threadId, [anonFirst]),
+      );
+      if (first !== undefined) this.#builder.adopt(key, first);
+      return;
+    }
+    if (!isNamedAssistantKey(key)) return;
+    const messageId = metadataId(e.metadata_json) as string;
+    // Asked up to this event, not the horizon, so that every view meeting it shares the query.
     const first = await shared(
       this.#pool,
-      `first\u0000${this.#threadId}\u0000${e.run_id}\u0000${messageId}\u0000${userId ?? ''}\u0000${this.#horizon}`,
+      `first\u0000${this.#threadId}\u0000${e.run_id}\u0000${messageId}\u0000${userId ?? ''}\u0000${e.seq}`,
       () =>
         firstOfMessage(this.#pool, {
           threadId: this.#threadId,
           runId: e.run_id,
           messageId,
-          uptoSeq: this.#horizon,
+          uptoSeq: e.seq - 1,
           userId,
         }),
     );
-    if (first !== undefined) this.#builder.adopt(key, first);
+    if (first !== undefined && first.seq <= this.#horizon) this.#builder.adopt(key, first);
   }
 
   /** A tool result whose call this view has not seen: the call may be before its horizon. */
@@ -237,22 +307,27 @@ export class ChatViewSink<F> implements SubscriptionSink {
   }
 
   /**
-   * Takes the projection's state at `cursor` from the store: each run whose last chat
-   * event up to it is an anonymous assistant event continues that message, from the seq
-   * where it began. Named messages and calls up to it are looked up when needed.
+   * Drops the projection's state: from here on, what of it lies before `cursor` is looked
+   * up in the store when an event needs it (a run's anonymous message going on, a message
+   * begun before it, a tool's name), as for a view that starts at `cursor`.
    */
-  async #seed(sub: Subscription, cursor: number): Promise<void> {
+  #seed(cursor: number): void {
     this.#keys = new ChatKeys();
     this.#builder = new ChatBuilder({ keep: false });
+    this.#runsSeen = new Set();
     this.#horizon = cursor;
-    const { runId, userId } = sub.filter;
-    const tails = await anonymousTails(this.#pool, {
-      threadId: this.#threadId,
-      uptoSeq: cursor,
-      runId,
-      userId,
-    });
-    for (const first of tails) this.#builder.adopt(this.#keys.seedAnonymous(first.run_id, first.seq), first);
+  }
+
+  /** Whether `runId`'s last chat event up to the horizon was an anonymous assistant one, and of which message. */
+  async #tailFromStore(sub: Subscription, runId: string): Promise<void> {
+    const { userId } = sub.filter;
+    const horizon = this.#horizon;
+    const tails = await shared(
+      this.#pool,
+      `tail\u0000${this.#threadId}\u0000${runId}\u0000${userId ?? ''}\u0000${horizon}`,
+      () => anonymousTails(this.#pool, { threadId: this.#threadId, uptoSeq: horizon, runId, userId }),
+    );
+    for (const t of tails) this.#keys.seedAnonymous(t.runId, t.firstSeq);
   }
 }
 
@@ -275,7 +350,7 @@ function shared<T>(pool: pg.Pool, key: string, query: () => Promise<T>): Promise
   return p;
 }
 
-/** The frame text of a change: its seq, its message's first-event fields, what changed. */
+/** The frame text of a change: its seq, its message's first-event fields (metadata on its first frame), what changed. */
 export function chatFrameJson(seq: number, c: ChatChange): string {
   const m = c.message;
   const head = JSON.stringify({
@@ -287,7 +362,8 @@ export function chatFrameJson(seq: number, c: ChatChange): string {
     first_seq: m.first_seq,
     created_at: m.created_at,
   });
-  const message = `${head.slice(0, -1)},"metadata":${m.metadata_json}}`;
+  // The metadata goes with the message's first frame only: a client keeps it from there.
+  const message = c.created ? `${head.slice(0, -1)},"metadata":${m.metadata_json}}` : head;
   const change = JSON.stringify({
     ...(c.append !== undefined ? { append: c.append } : {}),
     ...(c.content !== undefined ? { content: c.content } : {}),

@@ -10,9 +10,13 @@
  *   other frames. A queue holds at most its limit plus one frame.
  * - A frame that comes while the queue holds its limit or more cuts the consumer off as
  *   too slow (the transport tells the client where to resume and closes).
- * - The node's queues together hold about {@link QueueBudget.maxBytes} at most: a frame that
+ * - The node's queues together hold about {@link QueueBudget.maxBytes} at most (a frame
+ *   shared by many queues counting once): a frame that
  *   comes while they hold that or more cuts off its consumer, unless that consumer's queue
  *   is empty (a consumer that keeps up is never the one cut).
+ * - A queue that holds frames of which none has been written out for
+ *   {@link SendQueueOptions.stallMs} cuts its consumer off, however little it holds: a
+ *   client that never reads does not keep its subscription, and what it holds, forever.
  * - Catch-up waits while more than the low watermark (min(1 MiB, limit / 4)) is queued, so a
  *   replay follows the client's reading speed; live frames cannot wait and just queue.
  */
@@ -27,9 +31,15 @@ export interface FrameWriter<F> {
   cork?(send: () => void): void;
 }
 
-/** Bytes queued on every send queue of the node together, and their limit. */
+/**
+ * Bytes queued on every send queue of the node together, and their limit. A frame that is
+ * one object queued on many queues (a live event's frame shared by its subscribers) is one
+ * copy in memory, and counts once, while any queue holds it.
+ */
 export class QueueBudget {
   #queued = 0;
+  /** Queues holding each shared frame. */
+  readonly #holders = new WeakMap<object, number>();
   constructor(readonly maxBytes: number) {}
   get queued(): number {
     return this.#queued;
@@ -44,6 +54,35 @@ export class QueueBudget {
   release(bytes: number): void {
     this.#queued -= bytes;
   }
+  /** A queue took `frame`: counted unless it is an object another queue already holds. */
+  hold(frame: unknown, bytes: number): void {
+    if (typeof frame !== 'object' || frame === null) {
+      this.add(bytes);
+      return;
+    }
+    const n = this.#holders.get(frame) ?? 0;
+    this.#holders.set(frame, n + 1);
+    if (n === 0) this.add(bytes);
+  }
+  /** A queue is done with `frame` (written out, or never will be). */
+  drop(frame: unknown, bytes: number): void {
+    if (typeof frame !== 'object' || frame === null) {
+      this.release(bytes);
+      return;
+    }
+    const n = this.#holders.get(frame) ?? 0;
+    if (n > 1) {
+      this.#holders.set(frame, n - 1);
+      return;
+    }
+    this.#holders.delete(frame);
+    this.release(bytes);
+  }
+}
+
+/** Bytes held somewhere on the node (live events subscriptions hold while catching up). */
+export class ByteCount {
+  bytes = 0;
 }
 
 export interface SendQueueOptions {
@@ -56,6 +95,8 @@ export interface SendQueueOptions {
    * still writes) and close. The queue takes no other frame after it.
    */
   readonly onSlow: (queuedBytes: number) => void;
+  /** Frames queued and none written out for this long: the consumer is too slow. Unset: never. */
+  readonly stallMs?: number | undefined;
 }
 
 export class SendQueue<F> {
@@ -67,6 +108,8 @@ export class SendQueue<F> {
   readonly #pending = new Set<() => void>();
   #closed = false;
   #cutOff = false;
+  /** Armed while frames are queued; pushed back each time one is written out. */
+  #stall: NodeJS.Timeout | undefined;
 
   constructor(writer: FrameWriter<F>, o: SendQueueOptions) {
     this.#writer = writer;
@@ -97,9 +140,7 @@ export class SendQueue<F> {
     if (this.closed) return false;
     const bytes = this.#writer.size(frame);
     if (this.#queued > 0 && (this.#queued >= this.#o.maxBytes || this.#o.budget.full)) {
-      this.#cutOff = true;
-      this.#wake();
-      this.#o.onSlow(this.#queued);
+      this.#cutOffSlow();
       return false;
     }
     this.#write(frame, bytes);
@@ -117,13 +158,29 @@ export class SendQueue<F> {
     return true;
   }
 
+  #cutOffSlow(): void {
+    this.#cutOff = true;
+    this.#stopStallTimer();
+    this.#wake();
+    this.#o.onSlow(this.#queued);
+  }
+
   #write(frame: F, bytes: number): void {
     this.#queued += bytes;
-    this.#o.budget.add(bytes);
+    this.#o.budget.hold(frame, bytes);
+    if (this.#stall === undefined && this.#o.stallMs !== undefined && !this.closed) {
+      this.#stall = setTimeout(() => {
+        this.#stall = undefined;
+        if (!this.closed && this.#pending.size > 0) this.#cutOffSlow();
+      }, this.#o.stallMs);
+      this.#stall.unref();
+    }
     const release = (): void => {
       if (!this.#pending.delete(release)) return;
       this.#queued -= bytes;
-      this.#o.budget.release(bytes);
+      this.#o.budget.drop(frame, bytes);
+      if (this.#pending.size === 0) this.#stopStallTimer();
+      else this.#stall?.refresh();
       if (!this.backlogged) this.#wake();
     };
     this.#pending.add(release);
@@ -146,7 +203,13 @@ export class SendQueue<F> {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
+    this.#stopStallTimer();
     this.#wake();
+  }
+
+  #stopStallTimer(): void {
+    clearTimeout(this.#stall);
+    this.#stall = undefined;
   }
 
   /** The socket is gone: whatever was handed over will never be written; release it all. */

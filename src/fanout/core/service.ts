@@ -23,6 +23,8 @@ export interface SubscriptionServiceOptions {
   readonly admission: Admission;
   /** The node's budget of bytes queued to subscribers, all transports together. */
   readonly budget: QueueBudget;
+  /** A queue with frames of which none is written out for this long cuts its consumer off. */
+  readonly stallMs?: number | undefined;
 }
 
 export interface OpenOptions {
@@ -58,7 +60,7 @@ export class SubscriptionService {
 
   /** A send queue for a transport's connection, counted against the node's budget. */
   queue<F>(writer: FrameWriter<F>, maxBytes: number, onSlow: (queuedBytes: number) => void): SendQueue<F> {
-    return new SendQueue(writer, { maxBytes, budget: this.#o.budget, onSlow });
+    return new SendQueue(writer, { maxBytes, budget: this.#o.budget, onSlow, stallMs: this.#o.stallMs });
   }
 
   /**

@@ -27,6 +27,7 @@ import { headSeq, readEventsPage, seqAtOffset } from '../../persist/queries.js';
 import { getRun } from '../../persist/runs.js';
 import { liveDelivery } from './delivery-turns.js';
 import type { LiveSubscriptions } from './live-subscriptions.js';
+import type { ByteCount } from './send-queue.js';
 
 /**
  * Where a subscription delivers, whatever the transport. {@link QueuedSink} (queued-sink.ts)
@@ -48,6 +49,8 @@ export interface SubscriptionSink {
   sendTogether(send: () => void): void;
   /** Where the subscription starts, its cursor resolved: before any event. Optional. */
   started?(sub: Subscription, cursor: number): void;
+  /** The subscription is over (closed, or after its end, deletion or error). Optional. */
+  detached?(sub: Subscription): void;
   /** The seq a client of this sink resumes after, when it is not the subscription's cursor. */
   resumeCursor?(sub: Subscription): number;
   /** Resolves when the queued bytes fall below the catch-up watermark (or the sink closes). */
@@ -79,6 +82,14 @@ export interface SubscriptionResources {
   readonly pageSize: number;
   /** Bytes of content and metadata one catch-up read holds at most. */
   readonly maxPageBytes: number;
+  /**
+   * Bytes of live events one subscription holds while it catches up (or repairs a hole)
+   * at most. Past them it drops what it holds and reads it from Postgres instead: a
+   * subscriber that catches up slowly on a busy thread costs bounded memory.
+   */
+  readonly maxHeldBytes: number;
+  /** What every subscription of the node holds together, as counted against maxHeldBytes. */
+  readonly held?: ByteCount | undefined;
   /** Where live subscriptions are listed, to be told their thread's head after a NATS reconnect. */
   readonly live?: LiveSubscriptions | undefined;
   readonly log: Logger;
@@ -94,6 +105,9 @@ export interface SubscriptionOptions extends SubscriptionResources {
   /** Called once when the subscription ends, whatever the reason. */
   readonly onClose: (sub: Subscription) => void;
 }
+
+/** What a held event counts for beyond its JSON: the object and its strings. */
+const HELD_EVENT_OVERHEAD = 256;
 
 /** How many times a hole is looked for in Postgres before the subscription gives up. */
 export const GAP_REPAIR_ATTEMPTS = 20;
@@ -118,6 +132,10 @@ export class Subscription {
   #resyncPending = false;
   #closed = false;
   #buffer: CommittedEvent[] = [];
+  /** Bytes {@link #buffer} holds, as {@link SubscriptionResources.maxHeldBytes} counts them. */
+  #heldBytes = 0;
+  /** Live events were dropped past {@link SubscriptionResources.maxHeldBytes}: Postgres has them. */
+  #overflowed = false;
   /** Live announcements waiting for this subscription's turn in {@link liveDelivery}. */
   #pending: CommittedEvent[][] = [];
   readonly #filtered: boolean;
@@ -206,6 +224,11 @@ export class Subscription {
       if (this.#o.start.kind !== 'after_seq' && (await this.#endedByCursor())) return;
       this.#repairing = true;
       await this.#catchUp();
+      // Live events came faster than catch-up took them: read on from the store until it keeps up.
+      while (this.#overflowed && !this.#closed) {
+        this.#overflowed = false;
+        await this.#catchUp();
+      }
       if (this.#closed) return;
       // The run may have ended during catch-up, at an event catch-up read before its end was stored.
       if (await this.#endedByCursor()) return;
@@ -222,12 +245,18 @@ export class Subscription {
   async #endedByCursor(): Promise<boolean> {
     const runId = this.#o.filter.runId;
     if (runId === undefined) return false;
-    const run = await getRun(this.#o.pool, this.threadId, runId);
+    // A user-scoped subscription sees the run only if it is the user's, as History does.
+    const run = await getRun(this.#o.pool, this.threadId, runId, this.#o.filter.userId);
     if (this.#closed) return true;
     if (!run || !hasEnded(run.status) || run.end_seq === null || run.end_seq > this.cursor) return false;
     this.#o.sink.end(this, runId, run.end_seq, run.status);
     this.close();
     return true;
+  }
+
+  /** Resolves once no run-end check is under way (one starts when the run's terminal event goes by). */
+  async endChecked(): Promise<void> {
+    while (this.#checkingEnd) await this.#checkingEnd;
   }
 
   /**
@@ -352,7 +381,7 @@ export class Subscription {
     this.#repairing = true;
     this.#checkingEnd = (async () => {
       try {
-        const run = await getRun(this.#o.pool, this.threadId, runId);
+        const run = await getRun(this.#o.pool, this.threadId, runId, this.#o.filter.userId);
         if (this.#closed) return;
         if (run && hasEnded(run.status) && run.end_seq === seq) {
           this.#o.sink.end(this, runId, seq, run.status);
@@ -378,7 +407,7 @@ export class Subscription {
   #onLive(events: CommittedEvent[]): void {
     if (this.#closed) return;
     if (!this.#live || this.#repairing) {
-      for (const e of events) this.#buffer.push(e);
+      for (const e of events) this.#hold(e);
       return;
     }
     this.#pending.push(events);
@@ -404,8 +433,8 @@ export class Subscription {
         if (e.seq <= this.cursor) continue;
         if (e.seq !== this.cursor + 1 || this.#repairing) {
           // A hole (an announcement was lost), or a run-end check began: hold the rest.
-          for (let j = i; j < events.length; j++) this.#buffer.push(events[j] as CommittedEvent);
-          for (const later of announcements.slice(a + 1)) for (const l of later) this.#buffer.push(l);
+          for (let j = i; j < events.length; j++) this.#hold(events[j] as CommittedEvent);
+          for (const later of announcements.slice(a + 1)) for (const l of later) this.#hold(l);
           if (!this.#repairing) {
             this.#repairing = true;
             void this.#drainBuffer().catch((err: unknown) => this.#fail(err));
@@ -436,13 +465,19 @@ export class Subscription {
           continue;
         }
         const e = this.#buffer[0];
-        if (e === undefined) break;
+        if (e === undefined) {
+          if (!this.#overflowed) break;
+          // What was dropped is read from the store, up to its head now.
+          this.#overflowed = false;
+          await this.#catchUp();
+          continue;
+        }
         if (e.seq <= this.cursor) {
-          this.#buffer.shift();
+          this.#unhold();
           continue;
         }
         if (e.seq === this.cursor + 1) {
-          this.#buffer.shift();
+          this.#unhold();
           this.#pass(committed(e));
           continue;
         }
@@ -466,6 +501,34 @@ export class Subscription {
       this.#resyncPending = false;
       this.#repair(); // reads the head itself; nothing to send if there is nothing new
     }
+  }
+
+  /** Holds a live event until catch-up or a repair is over, within {@link SubscriptionResources.maxHeldBytes}. */
+  #hold(e: CommittedEvent): void {
+    if (this.#overflowed) return;
+    const bytes = e.json.length + HELD_EVENT_OVERHEAD;
+    if (this.#heldBytes + bytes > this.#o.maxHeldBytes) {
+      this.#dropHeld();
+      this.#overflowed = true;
+      return;
+    }
+    this.#heldBytes += bytes;
+    if (this.#o.held) this.#o.held.bytes += bytes;
+    this.#buffer.push(e);
+  }
+
+  #unhold(): void {
+    const e = this.#buffer.shift();
+    if (e === undefined) return;
+    const bytes = e.json.length + HELD_EVENT_OVERHEAD;
+    this.#heldBytes -= bytes;
+    if (this.#o.held) this.#o.held.bytes -= bytes;
+  }
+
+  #dropHeld(): void {
+    if (this.#o.held) this.#o.held.bytes -= this.#heldBytes;
+    this.#buffer = [];
+    this.#heldBytes = 0;
   }
 
   #fail(err: unknown): void {
@@ -502,12 +565,13 @@ export class Subscription {
     this.#closed = true;
     this.#o.live?.delete(this);
     this.#o.onClose(this);
-    this.#buffer = [];
+    this.#dropHeld();
     this.#pending = [];
     this.#unlisten?.();
     this.#unlisten = undefined;
     this.#unlistenDeletions?.();
     this.#unlistenDeletions = undefined;
+    this.#o.sink.detached?.(this);
   }
 }
 

@@ -374,10 +374,14 @@ async function cancel(
   if (!wait) return void res.writeHead(202).end();
   const pool = o.streams.options.service.resources.pool;
   const until = Date.now() + CANCEL_WAIT_MS;
-  while (Date.now() < until) {
-    const run = await getRun(pool, threadId, runId);
+  let gone = false;
+  res.once('close', () => {
+    gone = true;
+  });
+  while (Date.now() < until && !gone) {
+    const run = await getRun(pool, threadId, runId, principal.userId);
     if (run && hasEnded(run.status)) return void res.writeHead(204).end();
     await new Promise((r) => setTimeout(r, CANCEL_WAIT_POLL_MS));
   }
-  res.writeHead(202).end();
+  if (!gone) res.writeHead(202).end();
 }

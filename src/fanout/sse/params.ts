@@ -3,7 +3,7 @@
  * fields (and checked by the core's one validator), and `Last-Event-ID`.
  */
 import { InvalidArgumentError } from '../../errors.js';
-import { intParam } from '../../http/util.js';
+import { intParam, LIST_PARAMS, listParam, strictQuery } from '../../http/util.js';
 import {
   refuseUnknownKeys,
   SUBSCRIBE_FIELDS,
@@ -29,7 +29,7 @@ export interface StreamQuery extends Omit<SubscribeRequest, 'threadId'> {
  * is where the client really is.
  */
 export function parseStreamQuery(url: URL, lastEventIdHeader: string | string[] | undefined): StreamQuery {
-  refuseUnknownKeys(url.searchParams.keys(), STREAM_PARAMS, 'the stream query', 'query');
+  strictQuery(url, STREAM_PARAMS, 'the stream query', LIST_PARAMS);
   const q = url.searchParams;
   const liveOnly = q.get('live_only');
   if (liveOnly !== null && !['true', '1', 'false', '0'].includes(liveOnly)) {
@@ -70,15 +70,4 @@ export function lastEventIdSeq(
     throw new InvalidArgumentError('Last-Event-ID', 'must be a seq: a non-negative integer');
   }
   return n;
-}
-
-/** A comma-separated (or repeated) query parameter, or undefined when absent. */
-export function listParam(url: URL, name: string): string[] | undefined {
-  const all = url.searchParams.getAll(name);
-  if (all.length === 0) return undefined;
-  const values = all.flatMap((v) => v.split(',')).map((v) => v.trim());
-  if (values.some((v) => v === '')) {
-    throw new InvalidArgumentError(name, 'must be a comma-separated list of non-empty values');
-  }
-  return values;
 }

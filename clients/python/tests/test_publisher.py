@@ -1,0 +1,80 @@
+import asyncio
+
+import pytest
+
+from runstream import AsyncPublisher, Event, HistoryClient, Publisher, RunstreamError
+
+
+def chunk(thread, i, **kw):
+    return Event(thread, kw.pop("run_id", "run-1"), kw.pop("event_type", "ai_chunk"), kw.pop("category", "message"), {"i": i}, event_id=f"e{i}", **kw)
+
+
+def test_sync_publisher_persisted_acks_and_retries_are_stored_once(grpc_target, http_url, thread):
+    with Publisher(grpc_target, ack="PERSISTED", max_batch_events=5) as pub:
+        acks = pub.publish_many([chunk(thread, i) for i in range(1, 21)])
+        assert [(a.event_id, a.seq, a.duplicate) for a in acks] == [(f"e{i}", i, False) for i in range(1, 21)]
+        # No request held more than max_batch_events: events of one request share an offset.
+        assert len({a.offset for a in acks}) >= 4
+        again = pub.publish_many([chunk(thread, i) for i in range(1, 21)])
+        assert all(a.duplicate and a.seq == i for i, a in enumerate(again, 1))
+    page = HistoryClient(http_url).list_events(thread, limit=100)
+    assert [e["seq"] for e in page["events"]] == list(range(1, 21))
+
+
+def test_generated_ids_are_fixed_before_the_first_send(grpc_target, thread):
+    with Publisher(grpc_target, ack="PERSISTED", id_prefix="gen") as pub:
+        events = [Event(thread, "run-1", "ai_chunk", "message", {"i": i}) for i in range(3)]
+        first = pub.publish_batch(events)
+        assert [a.event_id for a in first] == ["gen-1", "gen-2", "gen-3"]
+        # The same Event objects again (as a retry would send them): the same ids, duplicates.
+        second = pub.publish_batch(events)
+        assert [(a.event_id, a.duplicate, a.seq) for a in second] == [("gen-1", True, 1), ("gen-2", True, 2), ("gen-3", True, 3)]
+
+
+def test_a_refusal_names_the_field_and_stores_nothing(grpc_target, http_url, thread):
+    with Publisher(grpc_target) as pub:
+        with pytest.raises(RunstreamError) as err:
+            pub.publish(Event(thread, "run-1", "ai_chunk", "message", content_json="{nope")).result()
+        assert err.value.code == "invalid_argument"
+        assert "content_json" in err.value.message
+        with pytest.raises(RunstreamError):
+            pub.publish(Event(thread, "run-1", "ai_chunk", "chat", {}))
+    assert HistoryClient(http_url).list_events(thread)["events"] == []
+
+
+def test_async_publisher_and_stream_with_cancel_controls(grpc_target, http_url, thread):
+    async def main():
+        async with AsyncPublisher(grpc_target, ack="PERSISTED") as pub:
+            acks = await pub.publish_many([chunk(thread, i) for i in range(1, 11)])
+            assert [a.seq for a in acks] == list(range(1, 11))
+            cancelled = asyncio.Event()
+            stream = pub.open_stream(on_cancel=lambda c: cancelled.set())
+            [start] = await stream.send([Event(thread, "run-s", "run_start", "lifecycle", {}, event_id="s1")])
+            assert start.seq == 11
+            await asyncio.to_thread(HistoryClient(http_url).cancel_run, thread, "run-s", "stop please")
+            await asyncio.wait_for(cancelled.wait(), 60)
+            assert [c.reason for c in stream.cancels] == ["stop please"]
+            # Acks still match their requests around the control message.
+            [end] = await stream.send(
+                [Event(thread, "run-s", "run_end", "lifecycle", {"status": "cancelled"}, event_id="s2")]
+            )
+            assert end.seq == 13
+            await stream.close()
+        assert HistoryClient(http_url).get_run(thread, "run-s")["status"] == "cancelled"
+
+    asyncio.run(main())
+
+
+def test_sync_stream_hands_back_cancels(grpc_target, http_url, thread):
+    import threading
+
+    got = threading.Event()
+    with Publisher(grpc_target, ack="PERSISTED") as pub:
+        stream = pub.open_stream(on_cancel=lambda c: got.set())
+        [a] = stream.send([Event(thread, "run-x", "run_start", "lifecycle", {}, event_id="x1")])
+        assert a.seq == 1
+        HistoryClient(http_url).cancel_run(thread, "run-x")
+        assert got.wait(60)
+        [b] = stream.send([Event(thread, "run-x", "run_end", "lifecycle", {"status": "cancelled"}, event_id="x2")])
+        assert b.seq == 3
+        stream.close()

@@ -1,0 +1,118 @@
+// Fan-out memory stays bounded by subscribers that read slowly or never: live events a
+// subscription holds while it catches up are capped (past the cap it reads them from
+// Postgres instead, and still delivers every event once, in order), and a subscriber
+// whose queued frames go unwritten for the stall time is cut off, its place freed.
+// Real broker, nats-server and Postgres.
+import assert from 'node:assert/strict';
+import net, { type Socket } from 'node:net';
+import { test } from 'node:test';
+import type { Event } from '../src/client/ingest-client.js';
+import { CLOSE_SLOW_CONSUMER } from '../src/fanout/ws/connection.js';
+import { randomName, type Stack, startStack } from './helpers/stack.js';
+import { waitFor } from './helpers/wait.js';
+
+const BIG = 'x'.repeat(4000);
+
+function events(t: string, from: number, n: number, pad: string): Event[] {
+  return Array.from({ length: n }, (_, k) => ({
+    thread_id: t,
+    run_id: 'r',
+    event_id: `e${from + k}`,
+    event_type: 'ai_chunk',
+    category: 'MESSAGE',
+    content_json: JSON.stringify({ i: from + k, pad }),
+  }));
+}
+
+/** 5,000 events of 4 KB: more than the kernel's socket buffers take for a client that does not read. */
+async function bigHistory(stack: Stack, t: string): Promise<number> {
+  for (let i = 0; i < 5000; i += 500) await stack.client.publish(events(t, i, 500, BIG), 'PERSISTED');
+  return 5000;
+}
+
+test('a subscriber catching up slowly on a busy thread holds at most its cap of live events, and gets every event once', async () => {
+  const cap = 64 * 1024;
+  await using stack = await startStack({ fanoutMaxHeldBytes: cap });
+  const t = randomName('held-');
+  let n = await bigHistory(stack, t);
+  const slow = await stack.ws();
+  const socket = (slow.ws as unknown as { _socket: Socket })._socket;
+  socket.pause();
+  slow.subscribe('s', t);
+  // Its catch-up waits for the client: the broker's queue for it is backlogged.
+  await waitFor(() => stack.broker.fanoutMemory().queuedBytes > 0, { what: 'a backlogged catch-up' });
+  // Live events meanwhile, in small announcements: held until the cap, then dropped.
+  let maxHeld = 0;
+  for (let b = 0; b < 60; b++) {
+    await stack.client.publish(events(t, n, 10, 'y'.repeat(100)), 'PERSISTED');
+    n += 10;
+    maxHeld = Math.max(maxHeld, stack.broker.fanoutMemory().heldBytes);
+  }
+  assert.ok(maxHeld > 0, 'live events were held while it caught up');
+  assert.ok(maxHeld <= cap, `held ${maxHeld} bytes, cap ${cap}`);
+  socket.resume();
+  await slow.waitFor((f) => f.type === 'live' && f.id === 's', 120_000);
+  await waitFor(() => slow.events('s').length >= n, { timeoutMs: 60_000, what: `${n} events` });
+  assert.deepEqual(
+    slow.events('s').map((e) => e.seq),
+    Array.from({ length: n }, (_, i) => i + 1),
+    'every event once, in order: what was dropped was read from the store',
+  );
+  assert.equal(stack.broker.fanoutMemory().heldBytes, 0);
+});
+
+test('a subscriber that stops reading is cut off after the stall time, however little it queued; its place is freed', async () => {
+  await using stack = await startStack({ slowConsumerStallMs: 500, sseMaxStreams: 1 });
+  const t = randomName('stall-');
+  await bigHistory(stack, t);
+
+  // WebSocket: its catch-up keeps its queue far under the queue limit, yet it is cut off.
+  const ws = await stack.ws();
+  const wsSocket = (ws.ws as unknown as { _socket: Socket })._socket;
+  wsSocket.pause();
+  ws.subscribe('s', t);
+  await waitFor(() => stack.broker.fanoutMemory().queuedBytes > 0, { what: 'a backlogged catch-up' });
+  assert.ok(stack.broker.fanoutMemory().queuedBytes < stack.config.wsMaxBufferedBytes);
+  // Cut off while it still does not read: its subscription, and the thread's feed, go.
+  await waitFor(() => stack.broker.feedCount() === 0, {
+    timeoutMs: 30_000,
+    what: 'the stalled subscription closed',
+  });
+  wsSocket.resume();
+  const closed = await ws.closed;
+  assert.equal(closed.code, CLOSE_SLOW_CONSUMER);
+  const cut = ws.frames.find((f) => f.type === 'error' && f.code === 'slow_consumer');
+  assert.ok(cut?.type === 'error');
+  const got = ws.events('s').map((e) => e.seq);
+  assert.equal(cut.cursors?.s, got.at(-1) ?? 0, 'it resumes after the last event it got');
+
+  // SSE over a socket that never reads: the node's one stream is taken, then given back.
+  const raw = net.connect(stack.broker.httpPort, '127.0.0.1');
+  await new Promise((r) => raw.once('connect', r));
+  raw.write(`GET /v1/threads/${t}/stream?after_seq=0 HTTP/1.1\r\nHost: x\r\n\r\n`);
+  raw.pause();
+  const url = `${stack.httpUrl}/v1/threads/${t}/stream?after_seq=4999`;
+  await waitFor(
+    async () => {
+      const r = await fetch(url);
+      await r.body?.cancel();
+      return r.status === 429;
+    },
+    { what: 'the stream limit taken by the reader that never reads' },
+  );
+  const freed = await waitFor(
+    async () => {
+      const ac = new AbortController();
+      const r = await fetch(url, { signal: ac.signal });
+      if (r.status !== 200) {
+        await r.body?.cancel();
+        return false;
+      }
+      ac.abort();
+      return true;
+    },
+    { timeoutMs: 30_000, what: 'the stalled stream let go' },
+  );
+  assert.equal(freed, true);
+  raw.destroy();
+});
