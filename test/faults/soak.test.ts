@@ -25,7 +25,7 @@ import {
 const SOAK_SECONDS = Number(process.env.RS_SOAK_SECONDS ?? 600);
 const EVENTS_PER_SECOND = 2_000;
 const THREADS = 20;
-const WARM_MS = Math.min(60_000, SOAK_SECONDS * 100);
+const WARM_MS = Math.min(90_000, SOAK_SECONDS * 150);
 const RSS_TOLERANCE = 0.1;
 /** RSS is a sawtooth (garbage collection): each end is the median of this long a window of samples. */
 const RSS_WINDOW_MS = Math.min(30_000, WARM_MS / 2);
