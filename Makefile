@@ -4,7 +4,7 @@ SHELL := bash
 # Prerequisites run in the order listed (deps before build before test), even under -j.
 .NOTPARALLEL:
 
-.PHONY: help deps build test lint run bench bench-history proto clean clean-data
+.PHONY: help deps build test test-faults lint run bench bench-history proto clean clean-data
 
 help: ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -15,8 +15,11 @@ deps: ## npm ci when needed; system packages for the tests (apt-get as root, els
 build: ## compile TypeScript to dist/
 	npm run build
 
-test: deps build ## unit and integration tests (real nats-server and Postgres)
+test: deps build ## unit and integration tests (real nats-server and Postgres); not test/faults/
 	npm test
+
+test-faults: deps build ## the fault suite (docs/reliability.md): ~15 min, RS_SOAK_SECONDS=600
+	npm run test-faults
 
 lint: ## biome + tsc --noEmit
 	npm run lint

@@ -53,3 +53,38 @@ test('acks carry the stream sequence, repeats are duplicates, and no stream mean
     await nc.close();
   }
 });
+
+test('publishes issued while NATS is down are acked once it is back, in order and once each', async () => {
+  await using nats = await startNatsServer({ useEnv: false });
+  const nc = await connect({ servers: nats.url, maxReconnectAttempts: -1, reconnectTimeWait: 100 });
+  try {
+    const jsm = await jetstreamManager(nc);
+    await jsm.streams.add({ name: 'PUBRECON', subjects: ['pr.log.>'] });
+    // A timeout far longer than the test: nats.js drops what it buffered while disconnected
+    // when it reconnects, so a publish that is not issued again would wait for all of it.
+    const publisher = new LogPublisher(nc, new Subjects('pr'), 3_600_000);
+    await publisher.publish([logRecord('t1', 'r', 'before')]);
+
+    await nats.kill();
+    const during = [
+      publisher.publish([logRecord('t1', 'r', 'd1')]),
+      publisher.publish([logRecord('t1', 'r', 'd2'), logRecord('t2', 'r', 'd3')]),
+    ];
+    await new Promise((r) => setTimeout(r, 300));
+    await nats.restart();
+    const acks = await Promise.race([
+      Promise.all(during),
+      new Promise<never>((_, reject) =>
+        setTimeout(() => reject(new Error('publishes issued during the outage were not acked')), 60_000),
+      ),
+    ]);
+    assert.deepEqual(
+      acks.map((a) => a.map((x) => x.seq)),
+      [[2], [3, 4]],
+      'stored in call order after the first message',
+    );
+    assert.equal((await jsm.streams.info('PUBRECON')).state.messages, 4, 'each stored once');
+  } finally {
+    await nc.close();
+  }
+});

@@ -6,11 +6,48 @@ import { readdir, readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import type { Logger } from '../logger.js';
-import { withClient } from './pool-client.js';
+import { isConnectionFailure, withClient } from './pool-client.js';
 
 export const MIGRATIONS_DIR = fileURLToPath(new URL('../../../sql/migrations/', import.meta.url));
 /** Arbitrary constant key of the migration lock ("rs-migr" in ASCII). */
 export const MIGRATION_LOCK_KEY = '8319675174349940338';
+export const DATABASE_RETRY_BASE_MS = 250;
+export const DATABASE_RETRY_MAX_MS = 5_000;
+
+/** Postgres could not be reached (down, starting, a failover under way), as opposed to a bad migration. */
+export function isUnreachable(err: unknown): boolean {
+  if (isConnectionFailure(err)) return true;
+  const code = (err as { code?: unknown } | null)?.code;
+  if (code === 'ENOTFOUND' || code === 'EHOSTUNREACH' || code === 'EAI_AGAIN') return true;
+  return /timeout exceeded when trying to connect|the database system is (starting up|shutting down)/i.test(
+    String(err),
+  );
+}
+
+/**
+ * {@link migrate}, retried with backoff for as long as Postgres cannot be reached: a broker
+ * started before its database waits for it instead of exiting. Rejects on a migration that
+ * fails for another reason, or when `signal` aborts.
+ */
+export async function migrateWhenReachable(pool: pg.Pool, log: Logger, signal: AbortSignal): Promise<number> {
+  for (let attempt = 0; ; attempt++) {
+    signal.throwIfAborted();
+    try {
+      return await migrate(pool, log);
+    } catch (err) {
+      if (!isUnreachable(err) && !isUnreachable((err as Error).cause)) throw err;
+      const waitMs = Math.min(DATABASE_RETRY_MAX_MS, DATABASE_RETRY_BASE_MS * 2 ** attempt);
+      log.warn({ err: (err as Error).message, retryInMs: waitMs }, 'postgres unreachable: waiting for it');
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, waitMs);
+        signal.addEventListener('abort', () => {
+          clearTimeout(t);
+          resolve();
+        });
+      });
+    }
+  }
+}
 
 /** Applies the migrations not applied yet; returns how many it applied. */
 export async function migrate(pool: pg.Pool, log: Logger, dir: string = MIGRATIONS_DIR): Promise<number> {

@@ -20,7 +20,10 @@ import { ensureLogStream } from '../log/streams.js';
 import { Subjects } from '../log/subjects.js';
 import type { Logger } from '../logger.js';
 import { Metrics } from '../metrics.js';
-import { migrate } from '../persist/migrate.js';
+import { migrateWhenReachable } from '../persist/migrate.js';
+
+/** How long start-up waits for Postgres before it carries on without it (and migrates later). */
+const FIRST_DATABASE_TRY_MS = 6_000;
 
 /** Functions that undo a start, run in reverse order at shutdown. */
 export type Closers = (() => Promise<void>)[];
@@ -43,6 +46,9 @@ export interface Base {
   readonly resync: Resync;
   readonly router: Router;
   readonly grpc: GrpcServer;
+  /** Resolves once Postgres was reached and migrated (at once, unless it was down at start). */
+  readonly database: Promise<void>;
+  readonly databaseReady: () => boolean;
   /** Every dependency this node needs is reachable. */
   readonly ready: () => Promise<boolean>;
 }
@@ -63,7 +69,24 @@ export async function startBase(config: Config, log: Logger, closers: Closers): 
   // An idle client dropped by a Postgres restart must not crash the process.
   pool.on('error', (err) => log.warn({ err: err.message }, 'postgres client error'));
   closers.push(() => pool.end());
-  await migrate(pool, log);
+  // Postgres down at start is a dependency failing, which is normal: the node starts, says
+  // it is not ready, and migrates (and starts its persister) once Postgres answers.
+  const stopWaiting = new AbortController();
+  closers.push(async () => stopWaiting.abort());
+  let databaseReady = false;
+  const database = migrateWhenReachable(pool, log, stopWaiting.signal).then(() => {
+    databaseReady = true;
+  });
+  // Normally Postgres is there: wait for the migrations, so roles start on a migrated
+  // database as before. Only a database still unreachable after the first try is left to
+  // the background.
+  const firstTry = await Promise.race([
+    database.then(() => 'migrated' as const),
+    new Promise<'waiting'>((resolve) => setTimeout(() => resolve('waiting'), FIRST_DATABASE_TRY_MS)),
+  ]);
+  if (firstTry === 'waiting') {
+    database.catch((err: unknown) => log.error({ err }, 'migrations failed: this node stays not ready'));
+  }
 
   const nc = await connectNats(config.natsUrl, `runstream-${process.pid}`, log);
   closers.push(async () => {
@@ -106,8 +129,10 @@ export async function startBase(config: Config, log: Logger, closers: Closers): 
     resync,
     router: new Router(),
     grpc,
+    database,
+    databaseReady: () => databaseReady,
     ready: async () => {
-      if (nc.isClosed() || nc.isDraining()) return false;
+      if (!databaseReady || nc.isClosed() || nc.isDraining()) return false;
       await pool.query('SELECT 1');
       await nc.flush();
       return true;

@@ -1,4 +1,5 @@
 /** The persister role: reads the log in order and stores it in Postgres (persist/persister.ts). */
+import { DATABASE_RETRY_MAX_MS } from '../persist/migrate.js';
 import { Persister } from '../persist/persister.js';
 import type { Base, Closers } from './base.js';
 
@@ -14,7 +15,6 @@ export async function startPersisterRole(b: Base, closers: Closers): Promise<Per
     log: b.log.child({ stage: 'persister' }),
     metrics: b.metrics,
   });
-  await persister.start();
   b.metrics.gauge(
     'runstream_persister_lag_messages',
     "Log messages not yet stored: the log's last offset less the persister's position",
@@ -24,6 +24,28 @@ export async function startPersisterRole(b: Base, closers: Closers): Promise<Per
   b.metrics.gauge('runstream_persister_position', 'Last log offset stored (the checkpoint)', [], (g) =>
     g.set(persister.position),
   );
-  closers.push(() => persister.close());
+  if (b.databaseReady()) {
+    await persister.start();
+    closers.push(() => persister.close());
+    return persister;
+  }
+  // Postgres was down at start: the persister starts once it is reachable and migrated.
+  let closed = false;
+  closers.push(async () => {
+    closed = true;
+    await persister.close();
+  });
+  void (async () => {
+    await b.database;
+    while (!closed) {
+      try {
+        await persister.start();
+        return;
+      } catch (err) {
+        b.log.warn({ err: (err as Error).message }, 'persister could not start; retrying');
+        await new Promise((r) => setTimeout(r, DATABASE_RETRY_MAX_MS / 5));
+      }
+    }
+  })().catch(() => undefined); // the database never came (node closed, or a bad migration: logged)
   return persister;
 }

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import {
   fileSize,
   findExecutable,
+  freePort,
   killGroup,
   logTail,
   type Running,
@@ -32,11 +33,15 @@ export interface NatsServerHandle extends AsyncDisposable {
   kill(): Promise<void>;
   /** Start again on the same port and store dir (JetStream data survives); resolves once it accepts connections. */
   restart(): Promise<void>;
+  /** http://127.0.0.1:<port> of the monitoring endpoint (`/connz`, `/varz`), when started with `monitor`. */
+  readonly monitorUrl: string | undefined;
 }
 
 export interface StartNatsOptions {
   /** Honour NATS_URL if set (default true). */
   useEnv?: boolean;
+  /** Serve the HTTP monitoring endpoint on a free port (`-m`), e.g. to count a client's subscriptions. */
+  monitor?: boolean;
 }
 
 const READY_TIMEOUT_MS = 15_000;
@@ -67,10 +72,13 @@ export async function startNatsServer(opts: StartNatsOptions = {}): Promise<Nats
   let proc: Running | undefined;
   let port = -1;
   let disposed = false;
+  const monitorPort = opts.monitor ? await freePort() : undefined;
+  const monitorArgs = monitorPort === undefined ? [] : ['-m', String(monitorPort)];
 
   const launch = async (requestedPort: number): Promise<void> => {
     const offset = fileSize(logPath);
-    const r = spawnServer(bin, ['-a', '127.0.0.1', '-p', String(requestedPort), '-js', '-sd', storeDir], {
+    const args = ['-a', '127.0.0.1', '-p', String(requestedPort), '-js', '-sd', storeDir, ...monitorArgs];
+    const r = spawnServer(bin, args, {
       logPath,
       cwd: dir,
     });
@@ -129,6 +137,7 @@ export async function startNatsServer(opts: StartNatsOptions = {}): Promise<Nats
       return port;
     },
     external: false,
+    monitorUrl: monitorPort === undefined ? undefined : `http://127.0.0.1:${monitorPort}`,
     stop,
     async kill() {
       const r = proc;
@@ -172,6 +181,7 @@ function externalHandle(url: string): NatsServerHandle {
     url,
     port,
     external: true,
+    monitorUrl: undefined,
     stop: async () => {},
     kill: unsupported('kill'),
     restart: unsupported('restart'),
