@@ -4,6 +4,7 @@
  * checks that name the flag, `--help`, and where its output goes.
  */
 import { type ParseArgsConfig, parseArgs } from 'node:util';
+import { ID_PATTERN } from '../domain/ids.js';
 
 /** Bad input on the command line: printed with the subcommand's usage, exit code 2. */
 export class UsageError extends Error {
@@ -118,6 +119,13 @@ export function listFlag(raw: readonly string[] | undefined): string[] {
 /** A value that must match `pattern` (ids). */
 export function patternFlag(name: string, raw: string, pattern: RegExp): string {
   if (!pattern.test(raw)) throw new UsageError(`--${name} ${JSON.stringify(raw)}: must match ${pattern}`);
+  return raw;
+}
+
+/** The `<thread_id>` argument: an id, as the broker accepts one. */
+export function threadIdArg(raw: string): string {
+  if (!ID_PATTERN.test(raw))
+    throw new UsageError(`<thread_id> ${JSON.stringify(raw)}: must match ${ID_PATTERN}`);
   return raw;
 }
 

@@ -16,7 +16,7 @@ import {
   parseFlags,
   patternFlag,
   type Subcommand,
-  UsageError,
+  threadIdArg,
 } from './args.js';
 import { historyGet } from './history-http.js';
 import { parseEventLines } from './jsonl.js';
@@ -76,10 +76,7 @@ export const exportCommand: Subcommand = {
     );
     if (!parsed) return EXIT_OK;
     const { values, positionals } = parsed;
-    const threadId = positionals[0] as string;
-    if (!ID_PATTERN.test(threadId)) {
-      throw new UsageError(`<thread_id> ${JSON.stringify(threadId)}: must match ${ID_PATTERN}`);
-    }
+    const threadId = threadIdArg(positionals[0] as string);
     const env = loadCliEnv();
     const base = httpUrlFlag('url', values.url ?? env.httpUrl);
     let after = intFlag('after-seq', values['after-seq'], 0);

@@ -24,6 +24,7 @@ import {
   patternFlag,
   type Subcommand,
   TOKEN_HINT,
+  threadIdArg,
   UsageError,
   wsUrlOf,
 } from './args.js';
@@ -179,10 +180,7 @@ export const tailCommand: Subcommand = {
     const parsed = parseFlags(this, argv, TAIL_FLAGS, io, { min: 1, max: 1, name: '<thread_id>' });
     if (!parsed) return EXIT_OK;
     const { values, positionals } = parsed;
-    const threadId = positionals[0] as string;
-    if (!ID_PATTERN.test(threadId)) {
-      throw new UsageError(`<thread_id> ${JSON.stringify(threadId)}: must match ${ID_PATTERN}`);
-    }
+    const threadId = threadIdArg(positionals[0] as string);
     const env = loadCliEnv();
     const afterSeq = intFlag('after-seq', values['after-seq'], 0);
     const runId = values.run === undefined ? undefined : patternFlag('run', values.run, ID_PATTERN);

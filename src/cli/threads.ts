@@ -15,7 +15,7 @@ import {
   parseFlags,
   patternFlag,
   type Subcommand,
-  UsageError,
+  threadIdArg,
 } from './args.js';
 import { historyGet } from './history-http.js';
 import { table } from './table.js';
@@ -137,10 +137,7 @@ export const runsCommand: Subcommand = {
     );
     if (!parsed) return EXIT_OK;
     const { values, positionals } = parsed;
-    const threadId = positionals[0] as string;
-    if (!ID_PATTERN.test(threadId)) {
-      throw new UsageError(`<thread_id> ${JSON.stringify(threadId)}: must match ${ID_PATTERN}`);
-    }
+    const threadId = threadIdArg(positionals[0] as string);
     const env = loadCliEnv();
     const base = httpUrlFlag('url', values.url ?? env.httpUrl);
     const limit = intFlag('limit', values.limit, 100, 1, 1000);

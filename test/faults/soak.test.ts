@@ -27,6 +27,11 @@ const EVENTS_PER_SECOND = 2_000;
 const THREADS = 20;
 const WARM_MS = Math.min(90_000, SOAK_SECONDS * 150);
 const RSS_TOLERANCE = 0.1;
+/**
+ * The heap reaches its plateau some 45 s into the load; a soak shorter than this measures
+ * its warm-up, not a leak. Shorter soaks (to iterate) report RSS and do not assert on it.
+ */
+const RSS_CHECKED_FROM_SECONDS = 300;
 /** RSS is a sawtooth (garbage collection): each end is the median of this long a window of samples. */
 const RSS_WINDOW_MS = Math.min(30_000, WARM_MS / 2);
 const RSS_SAMPLE_MS = 2_000;
@@ -162,6 +167,12 @@ test(`soak: ${EVENTS_PER_SECOND} events/s for ${SOAK_SECONDS} s with random depe
   );
   assert.ok(injected.length >= 1, 'at least one fault was injected');
   assert.ok(broker.alive(), 'the broker is still running');
+  if (SOAK_SECONDS < RSS_CHECKED_FROM_SECONDS) {
+    console.log(
+      `# soak of ${SOAK_SECONDS} s: RSS ${rssStart} → ${rssEnd} MiB, not checked under ${RSS_CHECKED_FROM_SECONDS} s`,
+    );
+    return;
+  }
   assert.ok(
     rssEnd <= rssStart * (1 + RSS_TOLERANCE),
     `broker RSS ${rssStart} MiB after the warm-up, ${rssEnd} MiB at the end (more than ${RSS_TOLERANCE * 100}% up); ` +
