@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { type PublishEvent, Publisher } from '@runstream/client/node';
+import { type JWTPayload, SignJWT } from 'jose';
 import { chromium } from 'playwright-core';
 import { CHROMIUM, CHROMIUM_FLAGS } from './helpers/browser.js';
 import { freePort } from './helpers/proc.js';
@@ -225,6 +226,60 @@ test('in headless Chromium, the viewer merges tokens into a bubble and continues
         : join(await mkdtemp(join(tmpdir(), 'viewer-')), 'viewer.png');
     await page.screenshot({ path: shot });
     assert.deepEqual(problems, []);
+  } finally {
+    await browser.close();
+    await broker.stop();
+  }
+});
+
+test('with auth on, the viewer asks for a token and then shows the thread', async () => {
+  assert.ok(existsSync(CHROMIUM), `${CHROMIUM} is missing: run make deps (apt-get install chromium)`);
+  const secret = 'viewer-test-secret-of-at-least-32-bytes!';
+  const sign = (claims: JWTPayload) =>
+    new SignJWT(claims)
+      .setProtectedHeader({ alg: 'HS256' })
+      .setIssuedAt()
+      .setExpirationTime(Math.floor(Date.now() / 1000) + 600)
+      .sign(new TextEncoder().encode(secret));
+  await using servers = await startServers();
+  const [grpcPort, httpPort] = [await freePort(), await freePort()];
+  const broker = await spawnBroker(brokerConfig(servers, { grpcPort, httpPort }), { RS_JWT_SECRET: secret });
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_FLAGS, headless: true });
+  const thread = randomName('viewer-auth-');
+  try {
+    await using pub = new Publisher({
+      target: `127.0.0.1:${grpcPort}`,
+      ack: 'PERSISTED',
+      token: await sign({ sub: 'agent', threads: '*', scope: 'publish' }),
+    });
+    await pub.publishMany(
+      ['signed ', 'in'].map((t) => ({
+        threadId: thread,
+        runId: 'r1',
+        eventType: 'ai_chunk',
+        category: 'message',
+        content: t,
+        metadata: { id: 'a1' },
+      })),
+    );
+    const page = await browser.newPage();
+    page.setDefaultTimeout(WAIT_MS);
+    // The page is served without a token: only the data behind it needs one.
+    await page.goto(`http://127.0.0.1:${httpPort}/`);
+    await page.waitForSelector('#auth input#token');
+    await page.waitForSelector('#status[data-state="auth"]');
+    assert.equal(await page.locator('button.thread').count(), 0);
+    await page.fill('#token', await sign({ sub: 'viewer', threads: '*', scope: 'read' }));
+    await page.click('#auth button[type="submit"]');
+    await page.click(`button.thread[data-thread="${thread}"]`);
+    await page.waitForSelector('#status[data-state="live"]');
+    await page.waitForFunction(
+      (text) =>
+        (globalThis as unknown as Doc).document.querySelector('.bubble.role-assistant .text')?.textContent ===
+        text,
+      'signed in',
+    );
+    await page.waitForSelector('#runs .run[data-run="r1"]');
   } finally {
     await browser.close();
     await broker.stop();
