@@ -12,9 +12,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { HistoryClient } from '@runstream/client';
 import { type PublishEvent, Publisher } from '@runstream/client/node';
 import { type JWTPayload, SignJWT } from 'jose';
 import { chromium } from 'playwright-core';
+import { loadScript, runDemo } from '../src/cli/demo-agent.js';
 import { CHROMIUM, CHROMIUM_FLAGS } from './helpers/browser.js';
 import { freePort } from './helpers/proc.js';
 import { brokerConfig, randomName, spawnBroker, startServers } from './helpers/stack.js';
@@ -280,6 +282,63 @@ test('with auth on, the viewer asks for a token and then shows the thread', asyn
       'signed in',
     );
     await page.waitForSelector('#runs .run[data-run="r1"]');
+  } finally {
+    await browser.close();
+    await broker.stop();
+  }
+});
+
+test("in headless Chromium, the demo agent's run shows in the viewer exactly as History's chat view", async () => {
+  assert.ok(existsSync(CHROMIUM), `${CHROMIUM} is missing: run make deps (apt-get install chromium)`);
+  await using servers = await startServers();
+  const [grpcPort, httpPort] = [await freePort(), await freePort()];
+  const broker = await spawnBroker(brokerConfig(servers, { grpcPort, httpPort }));
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_FLAGS, headless: true });
+  const thread = randomName('demo-thread-');
+  try {
+    const page = await browser.newPage();
+    page.setDefaultTimeout(WAIT_MS);
+    // Opened by its address before the thread exists, as `make run` prints it.
+    await page.goto(`http://127.0.0.1:${httpPort}/?thread=${thread}`);
+    await page.waitForSelector('#status[data-state="live"]');
+    const script = loadScript(undefined).runs;
+    await runDemo(
+      { target: `127.0.0.1:${grpcPort}`, threadId: thread, intervalMs: 0, runs: 1, script, log: () => {} },
+      new AbortController().signal,
+    );
+    // The run's last event is its run_end: once the page shows the run ended, all of it is stored.
+    await page.waitForSelector('#runs .run .badge:not(.status-running):not(.status-pending)');
+    const history = new HistoryClient({ url: `http://127.0.0.1:${httpPort}` });
+    const { messages } = await history.listChatMessages(thread, { limit: 1000 });
+    const last = messages.at(-1);
+    assert.ok(last && messages.length >= 2, 'the demo run has chat messages');
+    assert.ok(
+      messages.some((m) => m.role === 'assistant' && m.event_count > 1),
+      'it streams tokens',
+    );
+    // Frames arrive in seq order: once the last message is at its last seq, all are applied.
+    await page.waitForSelector(
+      `.bubble[data-first-seq="${last.first_seq}"][data-last-seq="${last.last_seq}"]`,
+    );
+    const shown = await page.$$eval('#chat .bubble', (bubbles) =>
+      bubbles.map((b) => {
+        const q = (s: string) =>
+          (b as unknown as { querySelectorAll(s: string): { textContent: string }[] }).querySelectorAll(s);
+        return {
+          firstSeq: Number((b as unknown as { dataset: Record<string, string> }).dataset.firstSeq),
+          text: q('.text')[0]?.textContent,
+          calls: Array.from(q('.tool-name'), (c) => c.textContent),
+        };
+      }),
+    );
+    assert.deepEqual(
+      shown,
+      messages.map((m) => ({
+        firstSeq: m.first_seq,
+        text: m.content,
+        calls: (m.tool_calls ?? []).map((c) => `→ ${c.name}`),
+      })),
+    );
   } finally {
     await browser.close();
     await broker.stop();

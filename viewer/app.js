@@ -226,6 +226,7 @@ function renderMessage(m) {
     state.bubbles.set(m.first_seq, b);
     chat.append(b);
   }
+  b.dataset.lastSeq = String(m.last_seq);
   b.querySelector('.text').textContent = m.content;
   if (m.role === 'tool' && m.is_error) b.classList.add('is-error');
   const calls = m.tool_calls ?? [];
