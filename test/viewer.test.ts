@@ -59,6 +59,9 @@ test('the viewer files: fixed list, content types, cache and security headers, n
     const again = await fetch(`${base}/`, { headers: { 'if-none-match': etag } });
     assert.equal(again.status, 304);
     assert.equal(await again.text(), '');
+    // Event text goes into the page as text only: no HTML sink in the page's module.
+    const app = await (await fetch(`${base}/viewer/app.js`)).text();
+    assert.doesNotMatch(app, /innerHTML|outerHTML|insertAdjacentHTML|document\.write|eval\(|new Function/);
     const head = await fetch(`${base}/viewer/app.js`, { method: 'HEAD' });
     assert.equal(head.status, 200);
     assert.equal(head.headers.get('content-type'), 'text/javascript; charset=utf-8');

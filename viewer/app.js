@@ -22,7 +22,7 @@ const state = {
   runsTimer: undefined,
 };
 
-const history = new HistoryClient({ url: location.origin, getToken: () => state.token });
+const historyClient = new HistoryClient({ url: location.origin, getToken: () => state.token });
 
 /** An element with a class and text; text is never parsed as HTML. */
 function el(tag, cls, text) {
@@ -90,7 +90,7 @@ async function loadRuns() {
   const thread = state.thread;
   if (thread === undefined) return;
   try {
-    const page = await history.listRuns(thread, { limit: 50 });
+    const page = await historyClient.listRuns(thread, { limit: 50 });
     if (thread !== state.thread) return;
     $('runs').replaceChildren(
       ...page.runs.map((r) => {
@@ -139,7 +139,7 @@ function openThread(thread, afterSeq) {
   const url = new URL(location.href);
   url.searchParams.set('thread', thread);
   url.searchParams.set('after_seq', String(afterSeq));
-  history_replace(url);
+  window.history.replaceState(null, '', url);
   setStatus('connecting', `connecting to ${thread}…`);
   const common = {
     url: WS_URL,
@@ -153,10 +153,6 @@ function openThread(thread, afterSeq) {
     subscribe({ ...common, categories: ['trace', 'lifecycle'], onItem: (item) => onEventItem(thread, item) }),
   ];
   void loadRuns();
-}
-
-function history_replace(url) {
-  window.history.replaceState(null, '', url);
 }
 
 /** The chat subscription's items: bubbles, and the connection state shown in the header. */
