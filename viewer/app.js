@@ -20,6 +20,9 @@ const state = {
   chat: undefined,
   bubbles: new Map(),
   runsTimer: undefined,
+  /** Caught up (a `live` came since the last reconnect), and the highest seq shown. */
+  live: false,
+  seq: 0,
 };
 
 const historyClient = new HistoryClient({ url: location.origin, getToken: () => state.token });
@@ -32,7 +35,14 @@ function el(tag, cls, text) {
   return e;
 }
 
+/** While live, the header follows the highest seq either subscription delivered. */
+function seen(seq) {
+  state.seq = Math.max(state.seq, seq);
+  if (state.live) setStatus('live', `live · seq ${state.seq}`);
+}
+
 function setStatus(kind, text) {
+  if (kind !== 'live') state.live = false;
   const s = $('status');
   s.dataset.state = kind;
   s.textContent = text;
@@ -128,6 +138,8 @@ function openThread(thread, afterSeq) {
   state.thread = thread;
   state.chat = new ChatView([], afterSeq);
   state.bubbles = new Map();
+  state.live = false;
+  state.seq = afterSeq;
   $('chat').replaceChildren();
   $('events').replaceChildren();
   $('runs').replaceChildren();
@@ -161,13 +173,16 @@ function onChatItem(thread, item) {
   switch (item.type) {
     case 'chat':
       renderMessage(state.chat.apply(item.frame));
+      seen(item.frame.seq);
       break;
     case 'live':
       state.chat.advance(item.seq);
-      setStatus('live', `live · seq ${item.seq}`);
+      state.live = true;
+      seen(item.seq);
       scheduleRuns();
       break;
     case 'reconnecting':
+      state.live = false;
       document.body.dataset.reconnects = String(Number(document.body.dataset.reconnects) + 1);
       setStatus(
         'reconnecting',
@@ -197,9 +212,13 @@ function onEventItem(thread, item) {
     el('code', 'content', clip(JSON.stringify(e.content))),
   );
   const list = $('events');
+  const pane = $('events-pane');
+  const atBottom = pane.scrollTop + pane.clientHeight >= pane.scrollHeight - 40;
   list.append(row);
   while (list.childElementCount > MAX_EVENT_ROWS) list.firstElementChild.remove();
+  if (atBottom) pane.scrollTop = pane.scrollHeight;
   if (e.category === 'lifecycle') scheduleRuns();
+  seen(e.seq);
 }
 
 function clip(text) {
