@@ -10,6 +10,7 @@ const WS_URL = `${location.protocol === 'https:' ? 'wss:' : 'ws:'}//${location.h
 const ROLES = new Set(['human', 'assistant', 'tool', 'system']);
 const STATUSES = new Set(['pending', 'running', 'success', 'error', 'interrupted', 'cancelled']);
 const MAX_EVENT_ROWS = 2000;
+const MAX_THREADS = 2000;
 const MAX_CONTENT_CHARS = 2000;
 const BACKOFF = { initialDelayMs: 100, maxDelayMs: 2000 };
 
@@ -62,20 +63,30 @@ function isAuthError(err) {
 
 async function loadThreads() {
   const headers = state.token ? { authorization: `Bearer ${state.token}` } : {};
-  let body;
+  const threads = [];
+  let more = false;
   try {
-    const res = await fetch('/v1/threads?limit=200', { headers });
-    body = await res.json();
-    if (res.status === 401) return needToken(body?.error?.message ?? 'this broker requires a token');
-    if (!res.ok) throw new Error(body?.error?.message ?? `HTTP ${res.status}`);
+    // Page by page (in thread id order), up to MAX_THREADS.
+    let after;
+    do {
+      const q = new URLSearchParams({ limit: '500', ...(after === undefined ? {} : { after }) });
+      const res = await fetch(`/v1/threads?${q}`, { headers });
+      const body = await res.json();
+      if (res.status === 401) return needToken(body?.error?.message ?? 'this broker requires a token');
+      if (!res.ok) throw new Error(body?.error?.message ?? `HTTP ${res.status}`);
+      threads.push(...body.threads);
+      more = body.has_more;
+      after = body.next_after;
+    } while (more && threads.length < MAX_THREADS);
   } catch (err) {
     $('threads-note').textContent = `threads: ${err.message}`;
     return;
   }
-  $('threads-note').textContent = body.threads.length === 0 ? 'no threads yet' : '';
+  $('threads-note').textContent =
+    threads.length === 0 ? 'no threads yet' : more ? `the first ${threads.length} threads` : '';
   const list = $('threads');
   list.replaceChildren(
-    ...body.threads.map((t) => {
+    ...threads.map((t) => {
       const li = el('li');
       const b = el('button', 'thread');
       b.type = 'button';
