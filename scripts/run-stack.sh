@@ -8,7 +8,8 @@
 #   3. unless DATABASE_URL is set: a Postgres from /usr/lib/postgresql/<newest>/bin on
 #      127.0.0.1:${RS_PG_PORT:-5433}, data in .data/pg, log .data/pg.log, database `runstream`;
 #   4. the broker (GRPC_PORT 50051, HTTP_PORT 8080 unless set), log .data/broker.log;
-#   5. the demo agent, publishing a run every few seconds on `demo-thread`.
+#   5. the demo agent, publishing a run every few seconds on `demo-thread`;
+#   6. the viewer's URL (the broker serves the page at /), open on the demo thread.
 #
 # Missing nats-server / postgresql are installed with apt-get when running as root;
 # otherwise the script says what to install. A broker that dies is started again (so
@@ -267,6 +268,7 @@ TAIL_URL=''
 cat <<EOF
 
 ${B}runstream is up${R}
+  viewer       ${B}http://127.0.0.1:$HTTP_PORT/?thread=$DEMO_THREAD${R}
   gRPC ingest  127.0.0.1:$GRPC_PORT
   WebSocket    ws://127.0.0.1:$HTTP_PORT/v1/ws
   NATS         $NATS_URL
@@ -274,7 +276,7 @@ ${B}runstream is up${R}
   logs         $LOGS
   demo agent   a run every ~$((DEMO_INTERVAL_MS / 1000))s on thread $DEMO_THREAD (its log lines follow)
 
-${B}Watch it${R} from another terminal:
+${B}Watch it${R} in the viewer (the URL above), or from another terminal:
   npm run tail -- $DEMO_THREAD$TAIL_URL
   curl localhost:$HTTP_PORT/v1/threads/$DEMO_THREAD/events
 

@@ -12,20 +12,10 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { type PublishEvent, Publisher } from '@runstream/client/node';
 import { chromium } from 'playwright-core';
+import { CHROMIUM, CHROMIUM_FLAGS } from './helpers/browser.js';
 import { freePort } from './helpers/proc.js';
 import { brokerConfig, randomName, spawnBroker, startServers } from './helpers/stack.js';
 
-export const CHROMIUM = '/usr/bin/chromium';
-export const CHROMIUM_FLAGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 const DIST = fileURLToPath(new URL('../../clients/typescript/dist/', import.meta.url));
 const WAIT_MS = 60_000;
 

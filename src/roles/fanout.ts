@@ -19,6 +19,7 @@ import { HistoryGrpcService } from '../history/grpc-service.js';
 import { History } from '../history/history.js';
 import { historyRoutes } from '../history/http-routes.js';
 import type { UpgradeHandler } from '../http/server.js';
+import { viewerRoutes } from '../http/viewer.js';
 import type { RunControl } from '../ingest/control.js';
 import { type CommittedEvent, committedAtMs, decodeEvents } from '../log/announcements.js';
 import { type DeletionNotice, decodeDeletion } from '../log/deletion-notices.js';
@@ -151,6 +152,8 @@ export function startFanoutRole(b: Base, control: RunControl): Fanout {
     }),
     ...sseRoutes(sse),
     ...langGraphRoutes({ streams: sse, auth: b.auth, control }),
+    // The viewer page at `/`: it reads History and subscribes on this node.
+    ...viewerRoutes(log.child({ stage: 'viewer' })),
   );
   const grpcSubscriber = new GrpcSubscribeService({
     service,
