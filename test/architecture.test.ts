@@ -14,6 +14,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['gen/'],
   ['errors.ts', 'logger.ts', 'proto.ts', 'metrics.ts'],
   ['domain/'],
+  ['tracing.ts'],
   ['auth/', 'grpc/'],
   ['http/'],
   ['log/'],

@@ -3,6 +3,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
+import { trace } from '@opentelemetry/api';
+import {
+  BasicTracerProvider,
+  InMemorySpanExporter,
+  SimpleSpanProcessor,
+} from '@opentelemetry/sdk-trace-base';
 import type { Event } from '../src/client/ingest-client.js';
 import { parseTraceparent, withTraceparent } from '../src/domain/trace.js';
 import { tokenEvent } from './helpers/events.js';
@@ -42,6 +48,10 @@ describe('the traceparent rules', () => {
     });
   });
 });
+
+// The broker runs in this process: a tracer provider registered here sees its spans.
+const spans = new InMemorySpanExporter();
+trace.setGlobalTracerProvider(new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(spans)] }));
 
 describe('through a broker', () => {
   let stack: Stack;
@@ -101,5 +111,30 @@ describe('through a broker', () => {
       ws.events('s').map((e) => e.metadata),
       expected,
     );
+  });
+
+  test('spans: a Publish call is a child of its traceparent, and the batch that stores it links to that trace', async () => {
+    const t = randomName('tps-');
+    spans.reset();
+    await publish([tokenEvent(t, 1), tokenEvent(t, 2)], TP);
+    const [traceId, parentId] = TP.split('-').slice(1, 3) as [string, string];
+    const publishSpan = spans
+      .getFinishedSpans()
+      .find((s) => s.name === 'runstream.ingest.publish' && s.spanContext().traceId === traceId);
+    assert.ok(publishSpan, 'a runstream.ingest.publish span in the producer’s trace');
+    assert.equal(publishSpan.parentSpanContext?.spanId, parentId, 'a child of the producer’s span');
+    assert.equal(publishSpan.attributes['runstream.events'], 2);
+    const batch = spans
+      .getFinishedSpans()
+      .find(
+        (s) => s.name === 'runstream.persist.batch' && s.links.some((l) => l.context.traceId === traceId),
+      );
+    assert.ok(batch, 'a runstream.persist.batch span linked to the producer’s trace');
+    // Without a traceparent, a Publish span is the root of a trace of its own.
+    spans.reset();
+    await stack.client.publish([tokenEvent(t, 3)], 'PERSISTED');
+    const own = spans.getFinishedSpans().find((s) => s.name === 'runstream.ingest.publish');
+    assert.ok(own);
+    assert.equal(own.parentSpanContext, undefined);
   });
 });

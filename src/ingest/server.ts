@@ -23,6 +23,7 @@ import type { LogAck, LogPublisher } from '../log/publisher.js';
 import type { Logger } from '../logger.js';
 import { type AckLabel, type Metrics, secondsSince } from '../metrics.js';
 import { loadProto } from '../proto.js';
+import { endWith, SpanKind, startSpan } from '../tracing.js';
 import { type ControlFeeds, StreamControls } from './control.js';
 import { type InflightBudget, requestBytes } from './inflight.js';
 import type { PersistWaiter } from './persist-waiter.js';
@@ -129,13 +130,25 @@ export class IngestService {
     }
     authorizePublish(records, principal);
     onValidated?.(records);
-    const pending = ack === 'PERSISTED' ? await this.#o.waiter.prepare(records) : undefined;
+    const span = startSpan('runstream.ingest.publish', {
+      kind: SpanKind.SERVER,
+      traceparent,
+      attributes: { 'runstream.events': records.length, 'runstream.ack': String(ack) },
+    });
+    let pending: Awaited<ReturnType<PersistWaiter['prepare']>> | undefined;
+    try {
+      pending = ack === 'PERSISTED' ? await this.#o.waiter.prepare(records) : undefined;
+    } catch (err) {
+      void endWith(span, Promise.reject(err)).catch(() => undefined);
+      throw err;
+    }
     let published: Promise<LogAck[]>;
     const startMs = performance.now();
     try {
       published = this.#o.publisher.publish(records);
     } catch (err) {
       pending?.dispose();
+      void endWith(span, Promise.reject(err)).catch(() => undefined);
       throw err;
     }
     const publishSeconds = this.#o.metrics?.logPublishSeconds;
@@ -161,6 +174,7 @@ export class IngestService {
       }
     })();
     result.catch(() => undefined); // observed by the caller; never an unhandled rejection
+    void endWith(span, result).catch(() => undefined);
     return { result };
   }
 

@@ -24,6 +24,7 @@ import { decodeLogMessage } from '../log/log-batch.js';
 import type { Subjects } from '../log/subjects.js';
 import type { Logger } from '../logger.js';
 import { type Metrics, secondsSince } from '../metrics.js';
+import { endWith, startSpan, traceLinks } from '../tracing.js';
 import { storeBatch } from './batch-assigner.js';
 import { readCheckpoint, saveCheckpoint } from './checkpoint.js';
 import { REJECTED_EVENT_TYPE, rejectionOf } from './poison.js';
@@ -212,7 +213,15 @@ export class Persister implements AsyncDisposable {
       try {
         const groups = byThread(events);
         const startMs = performance.now();
-        const results = await withClient(this.#o.pool, (client) => storeBatch(client, groups));
+        // In the traces of the producers whose events it stores (linked: a batch has many).
+        const span = startSpan('runstream.persist.batch', {
+          attributes: { 'runstream.events': events.length, 'runstream.threads': groups.size },
+          links: traceLinks(events.map((e) => e.record.metadata_json)),
+        });
+        const results = await endWith(
+          span,
+          withClient(this.#o.pool, (client) => storeBatch(client, groups)),
+        );
         this.#o.metrics?.persistCommitSeconds.observe(secondsSince(startMs));
         this.#o.metrics?.persistBatchEvents.observe(events.length);
         const committedAt = String(Date.now());
