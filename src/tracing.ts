@@ -17,7 +17,8 @@ import {
 } from '@opentelemetry/api';
 import { parseTraceparent } from './domain/trace.js';
 
-const TRACER = 'runstream';
+/** One tracer: it follows a provider registered later (the API's proxy), and is not made per span. */
+const tracer = trace.getTracer('runstream');
 
 /** The span context a valid `traceparent` names (remote), or undefined. */
 export function spanContextOf(traceparent: string | undefined): SpanContext | undefined {
@@ -34,9 +35,11 @@ export function startSpan(
 ): Span {
   const parent = spanContextOf(o.traceparent);
   const ctx = parent ? trace.setSpanContext(context.active(), parent) : context.active();
-  return trace
-    .getTracer(TRACER)
-    .startSpan(name, { kind: o.kind ?? SpanKind.INTERNAL, attributes: o.attributes, links: o.links }, ctx);
+  return tracer.startSpan(
+    name,
+    { kind: o.kind ?? SpanKind.INTERNAL, attributes: o.attributes, links: o.links },
+    ctx,
+  );
 }
 
 /** Ends `span` when `p` settles, with an error status if it rejects. */

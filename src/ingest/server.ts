@@ -64,6 +64,10 @@ interface Issued {
 /** `runstream.v1.Ingest`: validates, publishes to the log, acks at the requested level. */
 export class IngestService {
   readonly #o: IngestServiceOptions;
+  readonly #counters = new Map<
+    string,
+    { requests: { inc(n?: number): void }; events: { inc(n?: number): void } }
+  >();
 
   constructor(o: IngestServiceOptions) {
     this.#o = o;
@@ -339,12 +343,17 @@ export class IngestService {
   #count(req: PublishRequest__Output, err: unknown): void {
     const m = this.#o.metrics;
     if (!m) return;
-    const labels = {
-      ack: ackLabel(req.ack),
-      outcome: err === undefined ? 'ok' : toRunstreamError(err).wsCode,
-    };
-    m.ingestRequests.inc(labels);
-    m.ingestEvents.inc(labels, req.events.length);
+    const ack = ackLabel(req.ack);
+    const outcome = err === undefined ? 'ok' : toRunstreamError(err).wsCode;
+    // The labelled children, resolved once per (ack, outcome): no label hashing per request.
+    const key = `${ack}\u0000${outcome}`;
+    let c = this.#counters.get(key);
+    if (c === undefined) {
+      c = { requests: m.ingestRequests.labels(ack, outcome), events: m.ingestEvents.labels(ack, outcome) };
+      this.#counters.set(key, c);
+    }
+    c.requests.inc();
+    c.events.inc(req.events.length);
   }
 
   #toStatus(err: unknown, method: string): Partial<grpc.StatusObject> {
