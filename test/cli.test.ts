@@ -295,6 +295,47 @@ describe('against an open broker', () => {
     assert.match(refused.stderr, /line 2: event_id: is required/);
   });
 
+  test('export then import keeps every time text the broker took, exactly; content nested past the stack is refused, named', async () => {
+    const t = randomName('cli-tt-');
+    const texts = [
+      '2026-01-01 00:00:00',
+      '2026-01-01t00:00z',
+      '2026-01-01T00:00:00,5Z',
+      '2026-01-01T00:00:00+05',
+      '2026-06-04T10:00:00.123456+05:30',
+      '9999-12-31T23:59:59Z',
+    ];
+    const input = texts
+      .map((created_at, i) =>
+        line({
+          run_id: 'r',
+          event_id: `e${i}`,
+          event_type: 'ai_chunk',
+          category: 'message',
+          created_at,
+          content: i,
+        }),
+      )
+      .join('\n');
+    const published = await runCli(['publish', '--thread', t, '--ack', 'PERSISTED'], { env, input });
+    assert.equal(published.code, 0, published.stderr);
+    const dir = mkdtempSync(join(tmpdir(), 'rs-cli-tt-'));
+    const file = join(dir, 'export.jsonl');
+    assert.equal((await runCli(['export', t, '--out', file], { env })).code, 0);
+    const copy = randomName('cli-tt-copy-');
+    const imported = await runCli(['import', file, '--thread', copy], { env });
+    assert.equal(imported.code, 0, imported.stderr);
+    const back = (await runCli(['export', copy], { env })).stdout.trimEnd().split('\n');
+    assert.deepEqual(
+      back.map((l) => (JSON.parse(l) as { created_at: string }).created_at),
+      texts,
+    );
+    const deep = `{"run_id":"r","event_type":"x","category":"message","content":${'['.repeat(20_000)}${']'.repeat(20_000)}}`;
+    const nested = await runCli(['publish', '--thread', t], { env, input: deep });
+    assert.equal(nested.code, 1);
+    assert.match(nested.stderr, /line 1: content: nested too deeply/);
+  });
+
   test('serve: a missing database is one line naming it and how to create it; RS_LOG_FORMAT=pretty reads', async () => {
     const base = {
       RS_HOST: '127.0.0.1',

@@ -105,6 +105,8 @@ test('a bad metadata.task_id is refused naming the parameter', async () => {
     ['metadata.task_id=a&metadata.task_id=b', 'metadata.task_id'],
     ['metadata.task_id=t1&wait_ms=100', 'wait_ms'],
     ['metadata.other=t1', 'metadata.other'],
+    // Postgres text cannot hold U+0000: refused here, not an internal error there.
+    ['metadata.task_id=a%00b', 'metadata.task_id'],
   ] as [string, string][]) {
     const res = await http<{ error: { code: string; message: string } }>(
       `${stack.httpUrl}/v1/threads/${T}/events?${q}`,
@@ -116,5 +118,9 @@ test('a bad metadata.task_id is refused naming the parameter', async () => {
   await assert.rejects(
     history.listEvents({ thread_id: T, metadata_task_id: 'x'.repeat(257) }),
     /metadata_task_id: is longer than 256 characters/,
+  );
+  await assert.rejects(
+    history.listEvents({ thread_id: T, metadata_task_id: 'a\u0000b' }),
+    /metadata_task_id: must not contain/,
   );
 });

@@ -8,6 +8,7 @@
 import type { PublishEvent } from '@runstream/client/node';
 import { DEFAULT_MAX_CONTENT_BYTES, DEFAULT_MAX_JSON_DEPTH } from '../config.js';
 import { CATEGORIES, categoryEnum } from '../domain/event.js';
+import { TIME_TEXT_RULE, timeTextMs } from '../domain/time-text.js';
 import { validateEvents } from '../ingest/validate.js';
 import { CommandError } from './args.js';
 
@@ -86,15 +87,11 @@ function parseLine(line: string, d: LineDefaults): PublishEvent {
   if (d.requireIds && eventId === '') throw new Error('event_id: is required (an import keeps each id)');
   if (d.requireIds && createdAt === '')
     throw new Error('created_at: is required (an import keeps each time)');
-  let ms = 0;
-  if (createdAt !== '') {
-    ms = Date.parse(createdAt);
-    if (!/^\d{4}-\d\d-\d\dT/.test(createdAt) || Number.isNaN(ms)) {
-      throw new Error('created_at: must be an RFC 3339 time, e.g. 2026-12-01T10:00:00.000Z');
-    }
-  }
-  const contentJson = o.content === undefined ? 'null' : JSON.stringify(o.content);
-  const metadataJson = o.metadata === undefined ? '{}' : JSON.stringify(o.metadata);
+  // Sent as text, which the broker keeps exactly (an export gives back the text it stored).
+  if (createdAt !== '' && timeTextMs(createdAt) === undefined)
+    throw new Error(`created_at: ${TIME_TEXT_RULE}`);
+  const contentJson = o.content === undefined ? 'null' : jsonText(o.content, 'content');
+  const metadataJson = o.metadata === undefined ? '{}' : jsonText(o.metadata, 'metadata');
   // The broker's own checks, on the event as ingest would receive it.
   try {
     validateEvents(
@@ -105,11 +102,11 @@ function parseLine(line: string, d: LineDefaults): PublishEvent {
           event_type: str('event_type'),
           category: categoryEnum(category),
           category_name: known === undefined ? category : '',
-          created_at_text: '',
+          created_at_text: createdAt,
           content_json: contentJson,
           metadata_json: metadataJson,
           event_id: eventId,
-          created_at: createdAt === '' ? null : { seconds: Math.floor(ms / 1000), nanos: (ms % 1000) * 1e6 },
+          created_at: null,
           user_id: str('user_id'),
           seq: 0,
           offset: 0,
@@ -129,7 +126,18 @@ function parseLine(line: string, d: LineDefaults): PublishEvent {
     contentJson,
     metadataJson,
     ...(eventId === '' ? {} : { eventId }),
-    ...(createdAt === '' ? {} : { createdAt }),
+    ...(createdAt === '' ? {} : { createdAtText: createdAt }),
     ...(str('user_id') === '' ? {} : { userId: str('user_id') }),
   };
+}
+
+/** A parsed value's JSON text; one nested past the stack (JSON.stringify recurses) is refused, named. */
+function jsonText(value: unknown, field: string): string {
+  try {
+    return JSON.stringify(value);
+  } catch (err) {
+    if (err instanceof RangeError)
+      throw new Error(`${field}: nested too deeply (at most ${LIMITS.maxJsonDepth} levels)`);
+    throw err;
+  }
 }

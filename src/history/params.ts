@@ -72,6 +72,8 @@ export function taskIdOf(
 ): string | undefined {
   if (v === null || v === undefined || (v === '' && emptyIsAbsent)) return undefined;
   if (v === '') throw new InvalidArgumentError(field, 'must not be empty');
+  // Postgres text cannot hold U+0000: no stored task_id has one.
+  if (v.includes('\u0000')) throw new InvalidArgumentError(field, 'must not contain \\u0000');
   if (v.length > MAX_TASK_ID_CHARS)
     throw new InvalidArgumentError(field, `is longer than ${MAX_TASK_ID_CHARS} characters`);
   return v;

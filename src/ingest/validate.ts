@@ -151,7 +151,8 @@ function checkJson(text: string, field: string, mustBeObject: boolean, maxDepth:
 }
 
 const MIN_TIMESTAMP_S = Date.UTC(1970, 0, 1) / 1000;
-const MAX_TIMESTAMP_S = Date.UTC(9999, 11, 31) / 1000;
+/** The last second of 9999. */
+const MAX_TIMESTAMP_S = Date.UTC(10000, 0, 1) / 1000 - 1;
 
 /** A producer's time text (domain/time-text.ts) as the RFC 3339 instant it names. */
 function timeTextToIso(text: string, field: string): string {

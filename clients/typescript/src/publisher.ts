@@ -41,6 +41,11 @@ export interface PublishEvent {
   eventId?: string;
   /** Default: the broker's receive time. Kept at millisecond precision. */
   createdAt?: Date | string;
+  /**
+   * The time as ISO 8601 text, returned by the broker exactly as given (instead of
+   * `createdAt`, not with it).
+   */
+  createdAtText?: string;
   userId?: string;
 }
 
@@ -124,6 +129,7 @@ interface RawEvent {
   event_id: string;
   user_id: string;
   created_at?: { seconds: number; nanos: number };
+  created_at_text?: string;
 }
 interface RawAck {
   event_id: string;
@@ -343,6 +349,12 @@ export class Publisher implements AsyncDisposable {
       const ms = (typeof e.createdAt === 'string' ? new Date(e.createdAt) : e.createdAt).getTime();
       if (Number.isNaN(ms)) throw new RunstreamError('invalid_argument', 'createdAt: not a valid date');
       raw.created_at = { seconds: Math.floor(ms / 1000), nanos: (ms % 1000) * 1_000_000 };
+    }
+    if (e.createdAtText !== undefined) {
+      if (e.createdAt !== undefined) {
+        throw new RunstreamError('invalid_argument', 'createdAtText: cannot be given with createdAt');
+      }
+      raw.created_at_text = e.createdAtText;
     }
     return raw;
   }
