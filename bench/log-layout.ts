@@ -284,6 +284,8 @@ async function publishAll(
 
 interface Reader {
   readonly done: Promise<number>;
+  /** The client's consumer notifications by type ('next', a routine pull, left out). */
+  readonly notifications: Record<string, number>;
   stop(): Promise<void>;
 }
 
@@ -306,6 +308,12 @@ async function openReader(
     max_messages: DEFAULT_PERSIST_BATCH_MAX,
     expires: PULL_EXPIRES_MS,
   });
+  const notifications: Record<string, number> = {};
+  void (async () => {
+    for await (const s of messages.status()) {
+      if (s.type !== 'next') notifications[s.type] = (notifications[s.type] ?? 0) + 1;
+    }
+  })().catch(() => undefined);
   const done = (async () => {
     let n = 0;
     if (expect === 0) return 0;
@@ -317,6 +325,7 @@ async function openReader(
   })();
   return {
     done,
+    notifications,
     async stop() {
       messages.stop();
       await consumer.delete().catch(() => undefined);
@@ -353,7 +362,7 @@ async function catchUp(
   const got = (await Promise.all(readers.map((r) => r.done))).reduce((x, y) => x + y, 0);
   const b = snap(pid);
   await Promise.all(readers.map((r) => r.stop()));
-  return { messages: got, cpu: cpuBetween(a, b) };
+  return { messages: got, cpu: cpuBetween(a, b), notifications: notificationsOf(readers) };
 }
 
 interface Measured {
@@ -361,8 +370,17 @@ interface Measured {
   readonly cpu: Cpu;
   readonly p50Ms?: number;
   readonly p99Ms?: number;
+  readonly maxMs?: number;
   /** Tail: messages published (all of them should have been delivered). */
   readonly published?: number;
+  /** Consumer notifications (heartbeats missed, resets, …) summed over the consumers. */
+  readonly notifications?: Record<string, number>;
+}
+
+function notificationsOf(readers: readonly Reader[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const r of readers) for (const [k, v] of Object.entries(r.notifications)) out[k] = (out[k] ?? 0) + v;
+  return out;
 }
 
 async function tail(
@@ -412,7 +430,15 @@ async function tail(
   const b = snap(pid);
   await Promise.all(readers.map((r) => r.stop()));
   const s = summarize(latencies);
-  return { messages: latencies.length, cpu: cpuBetween(a, b), p50Ms: s.p50, p99Ms: s.p99, published: total };
+  return {
+    messages: latencies.length,
+    cpu: cpuBetween(a, b),
+    p50Ms: s.p50,
+    p99Ms: s.p99,
+    maxMs: s.max,
+    published: total,
+    notifications: notificationsOf(readers),
+  };
 }
 
 async function idle(js: JetStreamClient, pid: number, lp: LayoutPlan): Promise<Measured> {
@@ -425,7 +451,7 @@ async function idle(js: JetStreamClient, pid: number, lp: LayoutPlan): Promise<M
   await new Promise((resolve) => setTimeout(resolve, IDLE_S * 1000));
   const b = snap(pid);
   await Promise.all(readers.map((r) => r.stop()));
-  return { messages: 0, cpu: cpuBetween(a, b) };
+  return { messages: 0, cpu: cpuBetween(a, b), notifications: notificationsOf(readers) };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -455,8 +481,12 @@ async function oneRun(run: number): Promise<RunResult> {
       const rate = m.messages > 0 ? `${fmt((m.messages / m.cpu.wallMs) * 1000, 0)} msg/s, ` : '';
       const lat =
         m.p50Ms === undefined ? '' : `, p50 ${fmt(m.p50Ms, 1)} ms p99 ${fmt(m.p99Ms ?? Number.NaN, 1)} ms`;
+      const notes =
+        m.notifications && Object.keys(m.notifications).length > 0
+          ? ` ${JSON.stringify(m.notifications)}`
+          : '';
       console.log(
-        `run ${run} ${scenario}: ${rate}nats ${fmt(m.cpu.natsS, 2)} s CPU, client ${fmt(m.cpu.clientS, 2)} s${lat}`,
+        `run ${run} ${scenario}: ${rate}nats ${fmt(m.cpu.natsS, 2)} s CPU, client ${fmt(m.cpu.clientS, 2)} s${lat}${notes}`,
       );
     };
 
