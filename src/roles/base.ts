@@ -14,6 +14,7 @@ import type { LogBounds } from '../domain/cursor.js';
 import { GrpcServer } from '../grpc/server.js';
 import { Router } from '../http/router.js';
 import { connectNats, maxBodyBytes } from '../log/connection.js';
+import { JetStreamProbe, untilJetStreamAnswers } from '../log/jetstream-health.js';
 import { LOG_EVENT_OVERHEAD_BYTES, LOG_MESSAGE_OVERHEAD_BYTES } from '../log/log-batch.js';
 import { Resync } from '../log/resync.js';
 import { ensureLogStream } from '../log/streams.js';
@@ -93,15 +94,26 @@ export async function startBase(config: Config, log: Logger, closers: Closers): 
     await nc.drain().catch(() => nc.close());
   });
   checkEventsFitTheLog(config, maxBodyBytes(nc));
-  const jsm = await jetstreamManager(nc);
   const subjects = new Subjects(config.subjectPrefix);
-  await ensureLogStream(jsm, {
-    streamName: config.streamName,
-    subjects,
-    maxAgeMs: config.streamMaxAgeMs,
-    duplicateWindowMs: config.duplicateWindowMs,
-    replicas: config.streamReplicas,
-  });
+  // A cluster electing a leader (a node just died, quorum intact) answers nothing for a few
+  // seconds: wait for it rather than exit.
+  const jsm = await untilJetStreamAnswers(
+    'start-up',
+    async () => {
+      const m = await jetstreamManager(nc);
+      await ensureLogStream(m, {
+        streamName: config.streamName,
+        subjects,
+        maxAgeMs: config.streamMaxAgeMs,
+        duplicateWindowMs: config.duplicateWindowMs,
+        replicas: config.streamReplicas,
+      });
+      return m;
+    },
+    log,
+    stopWaiting.signal,
+  );
+  const jetStream = new JetStreamProbe(nc, config.streamName);
   const resync = new Resync(nc, subjects.resync, log.child({ stage: 'resync' }));
   resync.start();
   closers.push(async () => resync.close());
@@ -135,7 +147,8 @@ export async function startBase(config: Config, log: Logger, closers: Closers): 
       if (!databaseReady || nc.isClosed() || nc.isDraining()) return false;
       await pool.query('SELECT 1');
       await nc.flush();
-      return true;
+      // Connected is not enough: a cluster without quorum takes connections but stores nothing.
+      return jetStream.answers();
     },
   };
 }
