@@ -110,9 +110,12 @@ test('publishes issued while the stream leader dies are all acked, each stored o
     );
     const seqs = settled.map((s) => (s as PromiseFulfilledResult<LogAck[]>).value[0]?.seq);
     assert.equal(new Set(seqs).size, calls.length, 'every publish has a stream sequence of its own');
-    const jsm2 = await jetstreamManager(nc);
-    const info = await jsm2.streams.info(stream);
-    assert.equal(info.state.messages, calls.length + 1, 'each publish stored once');
+    // The API may still be settling after the election: ask until it answers.
+    const messages = await waitFor(
+      async () => (await (await jetstreamManager(nc)).streams.info(stream)).state.messages,
+      { timeoutMs: 60_000, intervalMs: 500, what: 'the stream info after the election' },
+    );
+    assert.equal(messages, calls.length + 1, 'each publish stored once');
 
     // An ack is taken only from the stream the publisher expects.
     const elsewhere = new LogPublisher(nc, new Subjects(prefix), 5_000, { streamName: `${stream}_OTHER` });

@@ -35,12 +35,7 @@ export async function startClusterServers(): Promise<ClusterServers> {
 /** Config for a broker on the cluster (R3 log), ephemeral ports. */
 export function clusterConfig(
   servers: ClusterServers,
-  o: {
-    roles?: readonly Role[];
-    natsUrl?: string;
-    streamName?: string;
-    subjectPrefix?: string;
-  } & Partial<Config>,
+  o: { roles?: readonly Role[] } & Omit<Partial<Config>, 'roles'>,
 ): Config {
   const { roles, ...rest } = o;
   return loadConfig(
