@@ -8,7 +8,9 @@ import type { Logger } from '../logger.js';
 
 /** The first pause between start-up attempts; it doubles up to the cap. */
 export const JETSTREAM_START_RETRY_MIN_MS = 250;
-export const JETSTREAM_START_RETRY_MAX_MS = 5_000;
+export const JETSTREAM_START_RETRY_MAX_MS = 1_000;
+/** How long one start-up attempt waits for each JetStream API answer. */
+export const JETSTREAM_START_ATTEMPT_TIMEOUT_MS = 1_000;
 /** How long `/readyz` waits for JetStream to describe the log stream. */
 export const JETSTREAM_PROBE_TIMEOUT_MS = 1_000;
 /** How long one answer of the probe stands, so frequent probes cost one request a second. */

@@ -14,7 +14,11 @@ import type { LogBounds } from '../domain/cursor.js';
 import { GrpcServer } from '../grpc/server.js';
 import { Router } from '../http/router.js';
 import { connectNats, maxBodyBytes } from '../log/connection.js';
-import { JetStreamProbe, untilJetStreamAnswers } from '../log/jetstream-health.js';
+import {
+  JETSTREAM_START_ATTEMPT_TIMEOUT_MS,
+  JetStreamProbe,
+  untilJetStreamAnswers,
+} from '../log/jetstream-health.js';
 import { LOG_EVENT_OVERHEAD_BYTES, LOG_MESSAGE_OVERHEAD_BYTES } from '../log/log-batch.js';
 import { Resync } from '../log/resync.js';
 import { ensureLogStream } from '../log/streams.js';
@@ -100,15 +104,16 @@ export async function startBase(config: Config, log: Logger, closers: Closers): 
   const jsm = await untilJetStreamAnswers(
     'start-up',
     async () => {
-      const m = await jetstreamManager(nc);
-      await ensureLogStream(m, {
+      // A short timeout per attempt: a request sent while there is no leader is never
+      // answered, even once one is elected, so a long one only delays the start.
+      await ensureLogStream(await jetstreamManager(nc, { timeout: JETSTREAM_START_ATTEMPT_TIMEOUT_MS }), {
         streamName: config.streamName,
         subjects,
         maxAgeMs: config.streamMaxAgeMs,
         duplicateWindowMs: config.duplicateWindowMs,
         replicas: config.streamReplicas,
       });
-      return m;
+      return jetstreamManager(nc);
     },
     log,
     stopWaiting.signal,
