@@ -181,7 +181,13 @@ export async function startNatsCluster(): Promise<NatsClusterHandle> {
   const stopNode = async (n: Node, signal: 'SIGTERM' | 'SIGKILL'): Promise<void> => {
     const r = n.proc;
     if (!r) return;
-    if (n.paused) process.kill(r.pid, 'SIGCONT');
+    if (n.paused) {
+      try {
+        process.kill(r.pid, 'SIGCONT');
+      } catch {
+        // already gone
+      }
+    }
     if (signal === 'SIGKILL') await killGroup(r);
     else await terminate(r, 'SIGTERM', STOP_GRACE_MS);
     n.proc = undefined;
