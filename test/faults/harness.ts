@@ -170,7 +170,12 @@ export class FaultBroker implements AsyncDisposable {
     });
     this.#child = child;
     this.#exited = new Promise((resolve) => child.once('exit', () => resolve()));
-    process.once('exit', () => child.kill('SIGKILL'));
+    // One listener per live child, not per start: a row that restarts brokers often would pile them up.
+    const killOnExit = (): void => {
+      child.kill('SIGKILL');
+    };
+    process.once('exit', killOnExit);
+    child.once('exit', () => process.off('exit', killOnExit));
     let buffered = '';
     const started = new Promise<void>((resolve, reject) => {
       const timer = setTimeout(
