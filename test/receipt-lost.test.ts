@@ -4,6 +4,8 @@
 // anyway, from Postgres, with the seq that was stored — well within its ack timeout.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
 import { randomName, startStack } from './helpers/stack.js';
 import { waitFor } from './helpers/wait.js';
 
@@ -51,5 +53,58 @@ test('a PERSISTED call whose commit receipt is stuck in a hung NATS server is an
   } finally {
     lock.release();
     stack.servers.nats.resume();
+  }
+});
+
+test('PublishStream answers in order do not wait behind a request whose receipt is lost', async () => {
+  await using stack = await startStack({ persistedAckTimeoutMs: ACK_TIMEOUT_MS }, { own: true });
+  const thread = randomName('t-');
+  const event = (id: string) => ({
+    thread_id: thread,
+    run_id: 'r',
+    event_id: id,
+    event_type: 'x',
+    category: 'MESSAGE' as const,
+    content_json: '1',
+  });
+  const nc = await connect({ servers: stack.servers.nats.url });
+  const lock = await stack.db.connect();
+  lock.on('error', () => undefined);
+  const stream = stack.client.openStream();
+  try {
+    const jsm = await jetstreamManager(nc);
+    await stream.send([event('w')], 'PERSISTED');
+    await lock.query('SELECT pg_advisory_lock(hashtextextended($1, 0))', [thread]);
+    const first = stream.send([event('e1')], 'PERSISTED');
+    const second = stream.send([event('e2')], 'PERSISTED');
+    first.catch(() => undefined);
+    second.catch(() => undefined);
+    // Both requests are in the log and delivered to the persister, which waits for the lock.
+    await waitFor(
+      async () => {
+        const last = (await jsm.streams.info(stack.config.streamName)).state.last_seq;
+        for await (const c of jsm.consumers.list(stack.config.streamName)) {
+          if (last >= 3 && c.delivered.stream_seq >= last) return true;
+        }
+        return false;
+      },
+      { timeoutMs: 30_000, what: 'both requests delivered to the persister' },
+    );
+    await nc.close();
+    stack.servers.nats.pause();
+    await lock.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [thread]);
+    const [a, b] = await Promise.all([first, second]);
+    assert.deepEqual(
+      [...(a ?? []), ...(b ?? [])].map((x) => [x.event_id, Number(x.seq)]),
+      [
+        ['e1', 2],
+        ['e2', 3],
+      ],
+    );
+  } finally {
+    lock.release();
+    stack.servers.nats.resume();
+    await stream.end().catch(() => undefined);
+    if (!nc.isClosed()) await nc.close();
   }
 });
