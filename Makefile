@@ -4,7 +4,7 @@ SHELL := bash
 # Prerequisites run in the order listed (deps before build before test), even under -j.
 .NOTPARALLEL:
 
-.PHONY: help deps build test test-faults lint run bench bench-history bench-layout proto clean clean-data
+.PHONY: help deps build test test-faults test-cluster lint run bench bench-history bench-layout proto clean clean-data
 
 help: ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -20,6 +20,9 @@ test: deps build ## unit and integration tests (real nats-server and Postgres); 
 
 test-faults: deps build ## the fault suite (docs/reliability.md): ~15 min, RS_SOAK_SECONDS=600
 	npm run test-faults
+
+test-cluster: deps build ## 3-node NATS cluster: kill -9 of leader, follower, persister, ingest (docs/reliability.md), < 15 min
+	npm run test-cluster
 
 lint: ## biome + tsc --noEmit
 	npm run lint

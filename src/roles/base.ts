@@ -15,6 +15,11 @@ import { partitionOf } from '../domain/partition.js';
 import { GrpcServer } from '../grpc/server.js';
 import { Router } from '../http/router.js';
 import { connectNats, maxBodyBytes } from '../log/connection.js';
+import {
+  JETSTREAM_START_ATTEMPT_TIMEOUT_MS,
+  JetStreamProbe,
+  untilJetStreamAnswers,
+} from '../log/jetstream-health.js';
 import { LOG_EVENT_OVERHEAD_BYTES, LOG_MESSAGE_OVERHEAD_BYTES } from '../log/log-batch.js';
 import { Resync } from '../log/resync.js';
 import { ensureLogStream, partitionStream } from '../log/streams.js';
@@ -99,19 +104,32 @@ export async function startBase(config: Config, log: Logger, closers: Closers): 
     await nc.drain().catch(() => nc.close());
   });
   checkEventsFitTheLog(config, maxBodyBytes(nc));
-  const jsm = await jetstreamManager(nc);
   const subjects = new Subjects(config.subjectPrefix, config.partitions);
-  await ensureLogStream(jsm, {
-    streamName: config.streamName,
-    subjects,
-    maxAgeMs: config.streamMaxAgeMs,
-    duplicateWindowMs: config.duplicateWindowMs,
-    replicas: config.streamReplicas,
-  });
+  // A cluster electing a leader (a node just died, quorum intact) answers nothing for a few
+  // seconds: wait for it rather than exit.
+  const jsm = await untilJetStreamAnswers(
+    'start-up',
+    async () => {
+      // A short timeout per attempt: a request sent while there is no leader is never
+      // answered, even once one is elected, so a long one only delays the start.
+      await ensureLogStream(await jetstreamManager(nc, { timeout: JETSTREAM_START_ATTEMPT_TIMEOUT_MS }), {
+        streamName: config.streamName,
+        subjects,
+        maxAgeMs: config.streamMaxAgeMs,
+        duplicateWindowMs: config.duplicateWindowMs,
+        replicas: config.streamReplicas,
+      });
+      return jetstreamManager(nc);
+    },
+    log,
+    stopWaiting.signal,
+  );
   const logBounds = async (p: number): Promise<LogBounds> => {
     const { state } = await jsm.streams.info(partitionStream(config.streamName, p));
     return { first: state.first_seq, last: state.last_seq };
   };
+  // Readiness asks partition 0's stream for its leader: no quorum, no answer.
+  const jetStream = new JetStreamProbe(nc, partitionStream(config.streamName, 0));
   const resync = new Resync(nc, subjects.resync, log.child({ stage: 'resync' }));
   resync.start();
   closers.push(async () => resync.close());
@@ -143,7 +161,8 @@ export async function startBase(config: Config, log: Logger, closers: Closers): 
       if (!databaseReady || nc.isClosed() || nc.isDraining()) return false;
       await pool.query('SELECT 1');
       await nc.flush();
-      return true;
+      // Connected is not enough: a cluster without quorum takes connections but stores nothing.
+      return jetStream.answers();
     },
   };
 }
