@@ -22,6 +22,7 @@ import {
   type LeaseScope,
   release,
   renew,
+  restoreMissing,
 } from '../src/persist/leases.js';
 import { migrate } from '../src/persist/migrate.js';
 import { tokenEvent } from './helpers/events.js';
@@ -96,17 +97,18 @@ test('leases: one holder at a time; a taken-over lease commits nothing; a takeov
   await ensureLayout(db, stream, 4);
   const a: LeaseScope = { stream, member: 'a', leaseMs: 400 };
   const b: LeaseScope = { stream, member: 'b', leaseMs: 400 };
-  assert.equal(await heartbeat(db, a), 1);
-  assert.equal(await heartbeat(db, b), 2);
+  assert.deepEqual(await heartbeat(db, a), { live: 1, rows: 4 });
+  assert.deepEqual(await heartbeat(db, b), { live: 2, rows: 4 });
 
   const held = await acquire(db, a, 4);
+  const e = held[0]?.epoch as number;
   assert.deepEqual(
     held.map((l) => [l.partition, l.epoch]),
     [
-      [0, 1],
-      [1, 1],
-      [2, 1],
-      [3, 1],
+      [0, e],
+      [1, e],
+      [2, e],
+      [3, e],
     ],
   );
   assert.deepEqual(await acquire(db, b, 4), [], 'nothing is free while a holds every lease');
@@ -115,7 +117,7 @@ test('leases: one holder at a time; a taken-over lease commits nothing; a takeov
   const inflight = await db.connect();
   try {
     await inflight.query('BEGIN');
-    await fence(inflight, a, [{ partition: 0, epoch: 1, upto: 10 }]);
+    await fence(inflight, a, [{ partition: 0, epoch: e, upto: 10 }]);
     await new Promise((r) => setTimeout(r, 500));
     const taken = await acquire(db, b, 4);
     assert.deepEqual(
@@ -130,13 +132,13 @@ test('leases: one holder at a time; a taken-over lease commits nothing; a takeov
   const [p0] = await acquire(db, b, 4);
   assert.deepEqual(
     [p0?.partition, p0?.epoch, p0?.lastOffset],
-    [0, 2, 10],
+    [0, e + 1, 10],
     "a's commit moved the position b starts from",
   );
 
   // a no longer holds anything: its renewals return nothing, its fence throws, its batch commits nothing.
   assert.deepEqual([...(await renew(db, a, held))], []);
-  await assert.rejects(fence(db, a, [{ partition: 0, epoch: 1, upto: 11 }]), (err: unknown) => {
+  await assert.rejects(fence(db, a, [{ partition: 0, epoch: e, upto: 11 }]), (err: unknown) => {
     assert.ok(err instanceof FencedError);
     assert.deepEqual(
       err.lost.map((l) => l.partition),
@@ -160,13 +162,13 @@ test('leases: one holder at a time; a taken-over lease commits nothing; a takeov
   try {
     await assert.rejects(
       storeBatch(client, new Map([[t, [{ record, offset: 11 }]]]), (c) =>
-        fence(c, a, [{ partition: 0, epoch: 1, upto: 11 }]),
+        fence(c, a, [{ partition: 0, epoch: e, upto: 11 }]),
       ),
       FencedError,
     );
     // b's lease proves the same batch.
     await storeBatch(client, new Map([[t, [{ record, offset: 11 }]]]), (c) =>
-      fence(c, b, [{ partition: 0, epoch: 2, upto: 11 }]),
+      fence(c, b, [{ partition: 0, epoch: e + 1, upto: 11 }]),
     );
   } finally {
     client.release();
@@ -181,8 +183,49 @@ test('leases: one holder at a time; a taken-over lease commits nothing; a takeov
   const again = await acquire(db, a, 4);
   assert.deepEqual(
     again.map((l) => [l.partition, l.epoch, l.lastOffset]),
-    [[0, 3, 11]],
+    [[0, e + 2, 11]],
   );
+
+  // The lease store wiped by hand: the rows come back at position 0, with epochs never held before.
+  await db.query('DELETE FROM log_partitions WHERE stream = $1', [stream]);
+  assert.equal((await heartbeat(db, a)).rows, 0);
+  assert.deepEqual(await restoreMissing(db, stream, 4), [0, 1, 2, 3]);
+  const fresh = await acquire(db, a, 4);
+  assert.ok(fresh.every((l) => l.epoch > e + 2 && l.lastOffset === 0));
+  await assert.rejects(fence(db, b, [{ partition: 0, epoch: e + 1, upto: 12 }]), FencedError);
+});
+
+test('a lease store wiped under load: an error names it, the partitions come back, nothing acked is lost or stored twice', async () => {
+  await using servers = await startServers();
+  const config = brokerConfig(servers, { partitions: 4, persisterLeaseMs: 1000 });
+  const broker = await spawnBroker(config, { RS_PERSISTER_LEASE_MS: '1000' });
+  try {
+    using client = new IngestClient(`127.0.0.1:${broker.grpcPort}`);
+    const threads = Array.from({ length: 4 }, () => randomName('w-'));
+    let wiped = false;
+    await Promise.all(
+      threads.map(async (thread) => {
+        for (let i = 0; i < 60; i++) {
+          if (i === 20 && !wiped) {
+            wiped = true;
+            await servers.db.query('DELETE FROM log_partitions WHERE stream = $1', [config.streamName]);
+          }
+          const [ack] = await client.publish([tokenEvent(thread, i)], 'PERSISTED');
+          assert.equal(ack?.seq, i + 1, `${thread} e${i}`);
+        }
+      }),
+    );
+    for (const thread of threads) {
+      const rows = await threadRows(servers.db, thread);
+      assert.deepEqual(
+        rows.map((r) => [r.seq, r.event_id]),
+        Array.from({ length: 60 }, (_, i) => [i + 1, `e${i}`]),
+      );
+    }
+    assert.match(broker.output(), /log_partitions holds 0 rows for stream .*not RS_PARTITIONS=4/);
+  } finally {
+    await broker.kill();
+  }
 });
 
 test('a partition count other than the log one is refused at start, naming both', async () => {

@@ -73,8 +73,8 @@ export async function ensureLayout(db: pg.Pool, stream: string, partitions: numb
     if (!found) {
       await client.query('INSERT INTO log_layout (stream, partitions) VALUES ($1, $2)', [stream, partitions]);
       await client.query(
-        `INSERT INTO log_partitions (stream, partition, last_offset)
-         SELECT $1, p, COALESCE((SELECT last_offset FROM persister_checkpoints WHERE stream = $1), 0)
+        `INSERT INTO log_partitions (stream, partition, last_offset, epoch)
+         SELECT $1, p, COALESCE((SELECT last_offset FROM persister_checkpoints WHERE stream = $1), 0), ${CLOCK_EPOCH}
            FROM generate_series(0, $2 - 1) p`,
         [stream, partitions],
       );
@@ -89,16 +89,39 @@ export async function ensureLayout(db: pg.Pool, stream: string, partitions: numb
   }
 }
 
+/**
+ * A row's first epoch: the clock in ms, so a row made again (the table wiped by hand) never
+ * hands out an epoch a persister may still hold from before.
+ */
+const CLOCK_EPOCH = '(extract(epoch from clock_timestamp()) * 1000)::int8';
+
+/**
+ * The partitions of `0 .. partitions-1` that have no row (the lease store was wiped or edited
+ * by hand), made again at position 0: their log replays, and what is stored comes back as
+ * duplicates. Returns the partitions made.
+ */
+export async function restoreMissing(db: pg.Pool, stream: string, partitions: number): Promise<number[]> {
+  const { rows } = await db.query<{ partition: number }>({
+    name: 'rs_lease_restore',
+    text: `INSERT INTO log_partitions (stream, partition, last_offset, epoch)
+           SELECT $1, p, 0, ${CLOCK_EPOCH} FROM generate_series(0, $2 - 1) p
+           ON CONFLICT (stream, partition) DO NOTHING
+           RETURNING partition`,
+    values: [stream, partitions],
+  });
+  return rows.map((r) => r.partition).sort((a, b) => a - b);
+}
+
 export async function markLegacyDrained(db: pg.Pool, stream: string): Promise<void> {
   await db.query('UPDATE log_layout SET legacy_drained = true WHERE stream = $1', [stream]);
 }
 
 /**
  * Says this persister is alive for another lease period, and returns how many are (itself
- * included). Members dead for an hour are forgotten.
+ * included) and how many partition rows the stream has. Members dead for an hour are forgotten.
  */
-export async function heartbeat(db: pg.Pool, s: LeaseScope): Promise<number> {
-  const { rows } = await db.query<{ live: string }>({
+export async function heartbeat(db: pg.Pool, s: LeaseScope): Promise<{ live: number; rows: number }> {
+  const { rows } = await db.query<{ live: string; partitions: string }>({
     name: 'rs_lease_heartbeat',
     text: `WITH me AS (
              INSERT INTO persister_members (stream, member, expires_at)
@@ -108,11 +131,13 @@ export async function heartbeat(db: pg.Pool, s: LeaseScope): Promise<number> {
              DELETE FROM persister_members
               WHERE stream = $1 AND member <> $2 AND expires_at < now() - interval '1 hour'
            )
-           SELECT 1 + count(*) AS live FROM persister_members
+           SELECT 1 + count(*) AS live,
+                  (SELECT count(*) FROM log_partitions WHERE stream = $1) AS partitions
+             FROM persister_members
             WHERE stream = $1 AND member <> $2 AND expires_at > now()`,
     values: [s.stream, s.member, s.leaseMs],
   });
-  return Number(rows[0]?.live ?? 1);
+  return { live: Number(rows[0]?.live ?? 1), rows: Number(rows[0]?.partitions ?? 0) };
 }
 
 /** Extends the leases still held; returns their partitions (a lease not returned was lost). */

@@ -51,6 +51,7 @@ import {
   markLegacyDrained,
   release,
   renew,
+  restoreMissing,
 } from './leases.js';
 import { REJECTED_EVENT_TYPE, rejectionOf } from './poison.js';
 import { withClient } from './pool-client.js';
@@ -103,6 +104,8 @@ class PartitionReader {
   pending = 0;
   messages: ConsumerMessages | undefined;
   reading: Promise<void> | undefined;
+  /** Its consumer was closed to be opened again at once (a NATS reconnect). */
+  reopenNow = false;
 
   constructor(readonly lease: Lease) {
     this.position = lease.lastOffset;
@@ -181,10 +184,31 @@ export class Persister implements AsyncDisposable {
     if (!layout.legacyDrained) await this.#drainLegacy();
     this.#started = true;
     this.#notices = nc.subscribe(subjects.persisters, { callback: () => this.#kick() });
+    void this.#watchConnection();
     await this.#runTick();
     // The others count this persister from now on: they let go of what is beyond their share.
     this.#notify();
     this.#o.log.info({ member: this.member, partitions: this.partitions.length }, 'persister started');
+  }
+
+  /**
+   * After a reconnect (a NATS restart, or this connection moved to another node of a cluster)
+   * the server may have forgotten the open pulls, and the client would notice only by missed
+   * heartbeats: every partition's consumer is opened again at once instead.
+   */
+  async #watchConnection(): Promise<void> {
+    try {
+      for await (const s of this.#o.nc.status()) {
+        if (this.#closed) return;
+        if (s.type !== 'reconnect') continue;
+        for (const r of this.#readers.values()) {
+          r.reopenNow = true;
+          r.messages?.close().catch(() => undefined);
+        }
+      }
+    } catch {
+      // The connection closed.
+    }
   }
 
   #notify(): void {
@@ -226,7 +250,8 @@ export class Persister implements AsyncDisposable {
     const { pool, log, subjects } = this.#o;
     const sentAt = performance.now();
     try {
-      const live = await heartbeat(pool, this.#scope);
+      const { live, rows } = await heartbeat(pool, this.#scope);
+      if (rows !== subjects.partitions) await this.#restoreLeases(rows);
       const held = await renew(
         pool,
         this.#scope,
@@ -251,6 +276,20 @@ export class Persister implements AsyncDisposable {
         // Others may hold them by now: stop reading; they are taken again once Postgres answers.
         for (const r of [...this.#readers.values()]) await this.#drop(r, 'its lease could not be renewed');
       }
+    }
+  }
+
+  /** The lease store lost rows (wiped or edited by hand): say so, and make the missing ones again. */
+  async #restoreLeases(rows: number): Promise<void> {
+    const { pool, streamName, subjects, log } = this.#o;
+    const made = await restoreMissing(pool, streamName, subjects.partitions);
+    if (made.length > 0 || rows > subjects.partitions) {
+      log.error(
+        { stream: streamName, rows, partitions: subjects.partitions, restored: made },
+        `log_partitions holds ${rows} rows for stream ${streamName}, not RS_PARTITIONS=${subjects.partitions}: ` +
+          'the lease store was changed outside runstream; missing partitions are made again at position 0 ' +
+          '(their logs replay, and what is stored comes back as duplicates)',
+      );
     }
   }
 
@@ -351,6 +390,10 @@ export class Persister implements AsyncDisposable {
         this.#o.log.warn({ err: (err as Error).message, partition: r.partition }, 'reading the log failed');
       }
       if (!r.current || this.#closed) return;
+      if (r.reopenNow) {
+        r.reopenNow = false;
+        continue;
+      }
       this.#o.log.warn({ partition: r.partition, from: r.lastQueued + 1 }, 'log reader stopped; reopening');
       await new Promise((resolve) => setTimeout(resolve, RETRY_MAX_MS / 5));
     }
