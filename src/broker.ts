@@ -49,7 +49,7 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
     // stored through the log and routed to producers; the HTTP route is on every process.
     const control = new RunControl({
       nc: base.nc,
-      publisher: new LogPublisher(base.nc, base.subjects),
+      publisher: new LogPublisher(base.nc, base.subjects, undefined, { streamName: config.streamName }),
       subjects: base.subjects,
       pool: base.pool,
       log: log.child({ stage: 'control' }),

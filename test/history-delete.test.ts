@@ -10,7 +10,6 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { startBroker } from '../src/broker.js';
 import { IngestClient } from '../src/client/ingest-client.js';
 import type { ServerFrame, WsConnection } from '../src/client/ws-subscriber.js';
-import { partitionOf } from '../src/domain/partition.js';
 import type { SubscribeResponse__Output } from '../src/gen/runstream/v1/SubscribeResponse.js';
 import type { ProtoGrpcType as SubscriberProto } from '../src/gen/subscriber.js';
 import { HistoryClient } from '../src/history/client.js';
@@ -26,6 +25,7 @@ import {
   type Stack,
   startServers,
   startStack,
+  threadInPartitionOf,
   threadStream,
 } from './helpers/stack.js';
 import { waitFor } from './helpers/wait.js';
@@ -54,14 +54,6 @@ async function logSubjects(threadId: string): Promise<Record<string, number>> {
     subjects_filter: logNames(stack).logOfThread(threadId),
   });
   return info.state.subjects ?? {};
-}
-
-/** A new thread id in the partition of `t`. */
-function samePartition(t: string): string {
-  for (;;) {
-    const other = randomName('keep-');
-    if (partitionOf(other, stack.config.partitions) === partitionOf(t, stack.config.partitions)) return other;
-  }
 }
 
 const runEvents = (t: string, run: string, from: number, n: number) =>
@@ -198,7 +190,7 @@ test('DeleteThread over gRPC: everything goes; later subscribes get an empty thr
   // Another thread's message first, in the same partition, so the thread's log keeps
   // starting below its offsets.
   const t = randomName('dth-');
-  await stack.client.publish([ev(samePartition(t), 'r', 1)], 'PERSISTED');
+  await stack.client.publish([ev(threadInPartitionOf(stack.config, t, 'keep-'), 'r', 1)], 'PERSISTED');
   const acks = await stack.client.publish(
     [...runEvents(t, 'a', 1, 4), ...runEvents(t, 'b', 1, 4)],
     'PERSISTED',

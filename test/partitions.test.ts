@@ -23,6 +23,7 @@ import {
   release,
   renew,
   restoreMissing,
+  shareOf,
 } from '../src/persist/leases.js';
 import { migrate } from '../src/persist/migrate.js';
 import { tokenEvent } from './helpers/events.js';
@@ -97,8 +98,23 @@ test('leases: one holder at a time; a taken-over lease commits nothing; a takeov
   await ensureLayout(db, stream, 4);
   const a: LeaseScope = { stream, member: 'a', leaseMs: 400 };
   const b: LeaseScope = { stream, member: 'b', leaseMs: 400 };
-  assert.deepEqual(await heartbeat(db, a), { live: 1, rows: 4 });
-  assert.deepEqual(await heartbeat(db, b), { live: 2, rows: 4 });
+  assert.deepEqual(await heartbeat(db, a), { live: 1, index: 0, rows: 4 });
+  const both = await heartbeat(db, b);
+  assert.deepEqual(both, { live: 2, index: 1, rows: 4 });
+  // Shares add up to the partitions, however they divide.
+  for (const [p, live] of [
+    [4, 3],
+    [32, 12],
+    [32, 2],
+    [1, 2],
+  ] as const) {
+    const shares = Array.from({ length: live }, (_, index) => shareOf(p, { live, index, rows: p }));
+    assert.equal(
+      shares.reduce((x, y) => x + y, 0),
+      p,
+    );
+    assert.ok(Math.max(...shares) - Math.min(...shares) <= 1, `${p} over ${live}: ${shares}`);
+  }
 
   const held = await acquire(db, a, 4);
   const e = held[0]?.epoch as number;

@@ -7,7 +7,7 @@ import { connect } from '@nats-io/transport-node';
 import type { Event } from '../src/client/ingest-client.js';
 import type { WireEvent } from '../src/client/ws-subscriber.js';
 import { mixedBatch } from './helpers/events.js';
-import { randomName, type Stack, startStack, threadStream } from './helpers/stack.js';
+import { randomName, type Stack, startStack, threadInPartitionOf, threadStream } from './helpers/stack.js';
 
 let stack: Stack;
 before(async () => {
@@ -103,7 +103,8 @@ test('live_only starts at the head: no history, then new events', async () => {
 
 test('from_offset replays from a JetStream offset; past retention it says to use after_seq', async () => {
   const t = randomName('t-');
-  const other = randomName('t-');
+  // Another thread of the same partition: offsets are its partition stream's sequence.
+  const other = threadInPartitionOf(stack.config, t);
   const acks = await stack.client.publish(
     [...mixedBatch(t, 1, 5), ...mixedBatch(other, 1, 3), ...mixedBatch(t, 6, 5)],
     'PERSISTED',
@@ -122,11 +123,16 @@ test('from_offset replays from a JetStream offset; past retention it says to use
     [4, 5, 6, 7, 8, 9, 10],
   );
   // An offset that falls on another thread's events starts at this thread's next one.
-  c.sendRaw({ type: 'subscribe', id: 'p', thread_id: t, from_offset: offsetOf(6) });
+  const onOther = offsetOf(6);
+  const next = Math.min(
+    ...acks.filter((a, i) => i !== 5 && i !== 6 && i !== 7 && a.offset > onOther).map((a) => a.seq),
+  );
+  c.sendRaw({ type: 'subscribe', id: 'p', thread_id: t, from_offset: onOther });
   await c.waitFor((f) => f.type === 'live' && f.id === 'p');
+  assert.ok(next > 1 && next <= 10);
   assert.deepEqual(
     c.events('p').map((e) => e.seq),
-    [6, 7, 8, 9, 10],
+    Array.from({ length: 11 - next }, (_, k) => next + k),
   );
   c.sendRaw({ type: 'subscribe', id: 'q', thread_id: t, from_offset: offsetOf(12) + 1000 });
   const ahead = await c.waitFor((f) => f.type === 'error' && f.id === 'q');

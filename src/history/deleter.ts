@@ -99,16 +99,20 @@ export class Deleter {
       // The thread's partition stream, and the stream from before partitions.
       const stream = partitionStream(streamName, partitionOf(threadId, subjects.partitions));
       const filter = runId === undefined ? subjects.logOfThread(threadId) : subjects.log(threadId, runId);
-      purged = (await jsm.streams.purge(stream, { filter, seq: rows.horizon + 1 })).purged;
+      purged = 0;
+      // Horizon 0: the log had nothing of the thread (and a purge to seq 1 would take everything).
+      if (rows.horizon > 0)
+        purged += (await jsm.streams.purge(stream, { filter, seq: rows.horizon + 1 })).purged;
       const legacy =
         runId === undefined ? subjects.legacyLogOfThread(threadId) : subjects.legacyLog(threadId, runId);
-      purged += await jsm.streams.purge(streamName, { filter: legacy, seq: rows.horizon + 1 }).then(
-        (r) => r.purged,
-        (err: unknown) => {
-          if (isNotFound(err)) return 0;
-          throw err;
-        },
-      );
+      if (rows.horizon > 0)
+        purged += await jsm.streams.purge(streamName, { filter: legacy, seq: rows.horizon + 1 }).then(
+          (r) => r.purged,
+          (err: unknown) => {
+            if (isNotFound(err)) return 0;
+            throw err;
+          },
+        );
     } catch (err) {
       log.warn({ err: (err as Error).message, threadId, runId }, 'deleted rows but could not purge the log');
       throw new UnavailableError(

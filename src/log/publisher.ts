@@ -27,7 +27,13 @@
  * (503). So a publish without an ack is issued again after {@link DEFAULT_PUBLISH_RETRY_MS}
  * (doubling each time), and one answered 503 after {@link NO_RESPONDERS_RETRY_MS}, same
  * `Nats-Msg-Id`, until its deadline. With a stream name, each publish carries
- * `Nats-Expected-Stream`, so an ack can only come from the log stream.
+ * `Nats-Expected-Stream`, so an ack can only come from the thread's partition stream.
+ *
+ * A retry must not overtake: if a run's message A were issued again after its next message B
+ * was stored, the log would hold B before A, and seqs follow the log. So a run (one subject)
+ * has one message issued at a time; the ones after it wait for its ack, and fail with it if
+ * it fails (the producer sends them again, in order). Messages of different runs go out
+ * together as before.
  */
 import {
   createInbox,
@@ -85,6 +91,10 @@ interface Waiter {
   retryPauseMs: number;
   /** What the last answer said, for the error at the deadline. */
   lastAnswer?: string;
+  /** Waits for the message before it on its subject (not issued yet). */
+  held: boolean;
+  /** 503 answers so far. */
+  noResponders?: number;
 }
 
 interface Queued extends Pick<Waiter, 'resolve' | 'reject'> {
@@ -98,6 +108,8 @@ export class LogPublisher {
   #nextId = 0;
   /** Publishes awaiting their ack, by id; insertion order is deadline order. */
   readonly #waiting = new Map<number, Waiter>();
+  /** Per subject with a publish waiting: the ids waiting on it, the one issued first. */
+  readonly #lines = new Map<string, number[]>();
   #sweeper: NodeJS.Timeout | undefined;
   /** No retries go into a connection that is down: nats.js would drop them on reconnect. */
   #connected = true;
@@ -180,14 +192,58 @@ export class LogPublisher {
             : partitionStream(this.options.streamName, partitionOf(m.threadId, this.subjects.partitions)),
         retryAt: now + this.#retryMs,
         retryPauseMs: this.#retryMs,
+        held: false,
       };
+      const line = this.#lines.get(w.subject);
+      if (line) {
+        // Its run has a message waiting for its ack: this one goes once that one is stored.
+        w.held = true;
+        line.push(id);
+        this.#waiting.set(id, w);
+        continue;
+      }
       try {
         this.#send(id, w);
       } catch (err) {
         q.reject(err as Error);
         continue;
       }
+      this.#lines.set(w.subject, [id]);
       this.#waiting.set(id, w);
+    }
+  }
+
+  /**
+   * The issued publish `id` is answered (`err` unset) or has failed: the next one of its run is
+   * issued, or, after a failure, every one after it fails too, so none lands before it.
+   */
+  #settle(id: number, w: Waiter, err?: Error): void {
+    this.#waiting.delete(id);
+    const line = this.#lines.get(w.subject) ?? [];
+    line.shift();
+    if (err) {
+      w.reject(err);
+      for (const next of line) {
+        const n = this.#waiting.get(next);
+        this.#waiting.delete(next);
+        n?.reject(new Error(`an earlier message of its run failed: ${err.message}`));
+      }
+      this.#lines.delete(w.subject);
+      return;
+    }
+    const nextId = line[0];
+    const next = nextId === undefined ? undefined : this.#waiting.get(nextId);
+    if (nextId === undefined || !next) {
+      this.#lines.delete(w.subject);
+      return;
+    }
+    next.held = false;
+    next.retryAt = Date.now() + next.retryPauseMs;
+    if (!this.#connected) return; // issued with the others on reconnect
+    try {
+      this.#send(nextId, next);
+    } catch (sendErr) {
+      this.#settle(nextId, next, sendErr as Error);
     }
   }
 
@@ -201,13 +257,13 @@ export class LogPublisher {
   /** Issues every publish still waiting for its ack again, in order (see the file comment). */
   #reissue(): void {
     const now = Date.now();
-    for (const [id, w] of this.#waiting) {
+    for (const [id, w] of [...this.#waiting]) {
+      if (w.held || !this.#waiting.has(id)) continue;
       w.retryAt = now + w.retryPauseMs;
       try {
         this.#send(id, w);
       } catch (err) {
-        this.#waiting.delete(id);
-        w.reject(err as Error);
+        this.#settle(id, w, err as Error);
       }
     }
   }
@@ -217,17 +273,18 @@ export class LogPublisher {
       // The subscription is gone (connection closed): nothing will be acked.
       for (const w of this.#waiting.values()) w.reject(err);
       this.#waiting.clear();
+      this.#lines.clear();
       this.#sub = undefined;
       return;
     }
     const id = Number(msg.subject.slice(this.#inbox.length + 1));
     const w = this.#waiting.get(id);
-    if (!w) return; // timed out already, or an answer to an earlier issue of it
+    if (!w || w.held) return; // timed out already, or an answer to an earlier issue of it
     if (msg.headers?.hasError) {
       // 503: nothing listens on the subject: no stream holds it, or (in a cluster) its
       // leader is gone and the next one is not elected yet. Try again soon, until the deadline.
       w.lastAnswer = `JetStream answered ${msg.headers.code} ${msg.headers.description}`;
-      w.retryAt = Date.now() + NO_RESPONDERS_RETRY_MS;
+      w.retryAt = Date.now() + this.#noResponderPause(w);
       return;
     }
     try {
@@ -239,28 +296,39 @@ export class LogPublisher {
       if (r.error?.code === 503) {
         // JetStream itself is between leaders ("temporarily unavailable").
         w.lastAnswer = `JetStream answered 503 ${r.error.description ?? ''}`;
-        w.retryAt = Date.now() + NO_RESPONDERS_RETRY_MS;
+        w.retryAt = Date.now() + this.#noResponderPause(w);
         return;
       }
-      this.#waiting.delete(id);
       if (r.error || typeof r.seq !== 'number') {
-        w.reject(new Error(`JetStream refused the message: ${r.error?.description ?? msg.string()}`));
+        this.#settle(
+          id,
+          w,
+          new Error(`JetStream refused the message: ${r.error?.description ?? msg.string()}`),
+        );
       } else {
         w.resolve({ seq: r.seq, duplicate: r.duplicate === true });
+        this.#settle(id, w);
       }
     } catch (parseErr) {
-      this.#waiting.delete(id);
-      w.reject(parseErr as Error);
+      this.#settle(id, w, parseErr as Error);
     }
+  }
+
+  /** The pause before issuing again a publish answered 503: short at first, then doubling. */
+  #noResponderPause(w: Waiter): number {
+    const pause = Math.min(w.retryPauseMs, NO_RESPONDERS_RETRY_MS * 2 ** (w.noResponders ?? 0));
+    w.noResponders = (w.noResponders ?? 0) + 1;
+    return Math.min(pause, MAX_RETRY_PAUSE_MS);
   }
 
   /** Fails the publishes whose ack is overdue; issues again those due for a retry. */
   #sweep(): void {
     const now = Date.now();
-    for (const [id, w] of this.#waiting) {
+    for (const [id, w] of [...this.#waiting]) {
+      // Held ones wait behind a publish of their run flushed no later: it fails first.
+      if (w.held || !this.#waiting.has(id)) continue;
       if (w.deadline <= now) {
-        this.#waiting.delete(id);
-        w.reject(new Error(w.lastAnswer ?? `no ack from JetStream within ${this.timeoutMs} ms`));
+        this.#settle(id, w, new Error(w.lastAnswer ?? `no ack from JetStream within ${this.timeoutMs} ms`));
         continue;
       }
       if (w.retryAt > now || !this.#connected) continue;
@@ -269,8 +337,7 @@ export class LogPublisher {
       try {
         this.#send(id, w);
       } catch (err) {
-        this.#waiting.delete(id);
-        w.reject(err as Error);
+        this.#settle(id, w, err as Error);
       }
     }
   }

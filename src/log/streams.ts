@@ -110,7 +110,13 @@ async function ensurePartitionStream(
       if (!info.config.subjects?.includes(subject)) {
         // Created by a start that did not finish (or is finishing now): move it past the
         // older log, then give it its subject (no message could have been published to it).
-        if (info.state.last_seq < after) await jsm.streams.purge(name, { seq: after + 1 });
+        if (info.state.last_seq < after) {
+          // Asked again just before: only a stream no producer can have reached is purged.
+          const now = await jsm.streams.info(name);
+          if (!now.config.subjects?.includes(subject) && now.state.messages === 0) {
+            await jsm.streams.purge(name, { seq: after + 1 });
+          }
+        }
         await jsm.streams.update(name, { subjects: [subject] });
       } else if (
         info.config.max_age !== limits.max_age ||

@@ -51,10 +51,15 @@ export interface Layout {
 
 /**
  * Creates the stream's layout and partition rows on first use, or checks this process's
- * partition count against them. New partitions start at the position of the single-reader
- * layout (persister_checkpoints), which every message written with partitions comes after.
+ * partition count against them. New partitions start at `startAfter`: the last sequence of
+ * the log from before partitions (0 without one), which their streams start after.
  */
-export async function ensureLayout(db: pg.Pool, stream: string, partitions: number): Promise<Layout> {
+export async function ensureLayout(
+  db: pg.Pool,
+  stream: string,
+  partitions: number,
+  startAfter = 0,
+): Promise<Layout> {
   const client = await db.connect();
   try {
     await client.query('BEGIN');
@@ -74,9 +79,8 @@ export async function ensureLayout(db: pg.Pool, stream: string, partitions: numb
       await client.query('INSERT INTO log_layout (stream, partitions) VALUES ($1, $2)', [stream, partitions]);
       await client.query(
         `INSERT INTO log_partitions (stream, partition, last_offset, epoch)
-         SELECT $1, p, COALESCE((SELECT last_offset FROM persister_checkpoints WHERE stream = $1), 0), ${CLOCK_EPOCH}
-           FROM generate_series(0, $2 - 1) p`,
-        [stream, partitions],
+         SELECT $1, p, $3, ${CLOCK_EPOCH} FROM generate_series(0, $2 - 1) p`,
+        [stream, partitions, startAfter],
       );
     }
     await client.query('COMMIT');
@@ -116,12 +120,22 @@ export async function markLegacyDrained(db: pg.Pool, stream: string): Promise<vo
   await db.query('UPDATE log_layout SET legacy_drained = true WHERE stream = $1', [stream]);
 }
 
+/** What a heartbeat learns. */
+export interface Members {
+  /** Persisters alive, itself included. */
+  readonly live: number;
+  /** Its place among them (their ids in order): shares follow it. */
+  readonly index: number;
+  /** Partition rows the stream has. */
+  readonly rows: number;
+}
+
 /**
- * Says this persister is alive for another lease period, and returns how many are (itself
+ * Says this persister is alive for another lease period, and returns who is (itself
  * included) and how many partition rows the stream has. Members dead for an hour are forgotten.
  */
-export async function heartbeat(db: pg.Pool, s: LeaseScope): Promise<{ live: number; rows: number }> {
-  const { rows } = await db.query<{ live: string; partitions: string }>({
+export async function heartbeat(db: pg.Pool, s: LeaseScope): Promise<Members> {
+  const { rows } = await db.query<{ others: string[]; partitions: string }>({
     name: 'rs_lease_heartbeat',
     text: `WITH me AS (
              INSERT INTO persister_members (stream, member, expires_at)
@@ -131,13 +145,21 @@ export async function heartbeat(db: pg.Pool, s: LeaseScope): Promise<{ live: num
              DELETE FROM persister_members
               WHERE stream = $1 AND member <> $2 AND expires_at < now() - interval '1 hour'
            )
-           SELECT 1 + count(*) AS live,
-                  (SELECT count(*) FROM log_partitions WHERE stream = $1) AS partitions
-             FROM persister_members
-            WHERE stream = $1 AND member <> $2 AND expires_at > now()`,
+           SELECT ARRAY(SELECT member FROM persister_members
+                         WHERE stream = $1 AND member <> $2 AND expires_at > now()) AS others,
+                  (SELECT count(*) FROM log_partitions WHERE stream = $1) AS partitions`,
     values: [s.stream, s.member, s.leaseMs],
   });
-  return { live: Number(rows[0]?.live ?? 1), rows: Number(rows[0]?.partitions ?? 0) };
+  const members = [...(rows[0]?.others ?? []), s.member].sort();
+  return { live: members.length, index: members.indexOf(s.member), rows: Number(rows[0]?.partitions ?? 0) };
+}
+
+/**
+ * A member's fair share of `partitions`: ⌊partitions / live⌋, and one more for the first
+ * `partitions mod live` members in id order, so the shares add up to the partitions.
+ */
+export function shareOf(partitions: number, m: Members): number {
+  return Math.floor(partitions / m.live) + (m.index < partitions % m.live ? 1 : 0);
 }
 
 /** Extends the leases still held; returns their partitions (a lease not returned was lost). */

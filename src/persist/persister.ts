@@ -52,6 +52,7 @@ import {
   release,
   renew,
   restoreMissing,
+  shareOf,
 } from './leases.js';
 import { REJECTED_EVENT_TYPE, rejectionOf } from './poison.js';
 import { withClient } from './pool-client.js';
@@ -180,7 +181,9 @@ export class Persister implements AsyncDisposable {
 
   async start(): Promise<void> {
     const { pool, streamName, subjects, nc } = this.#o;
-    const layout = await ensureLayout(pool, streamName, subjects.partitions);
+    // Partition streams start after the log from before partitions (log/streams.ts).
+    const before = await streamBounds(await this.#o.js.jetstreamManager(), streamName);
+    const layout = await ensureLayout(pool, streamName, subjects.partitions, before?.last ?? 0);
     if (!layout.legacyDrained) await this.#drainLegacy();
     this.#started = true;
     this.#notices = nc.subscribe(subjects.persisters, { callback: () => this.#kick() });
@@ -250,8 +253,8 @@ export class Persister implements AsyncDisposable {
     const { pool, log, subjects } = this.#o;
     const sentAt = performance.now();
     try {
-      const { live, rows } = await heartbeat(pool, this.#scope);
-      if (rows !== subjects.partitions) await this.#restoreLeases(rows);
+      const members = await heartbeat(pool, this.#scope);
+      if (members.rows !== subjects.partitions) await this.#restoreLeases(members.rows);
       const held = await renew(
         pool,
         this.#scope,
@@ -262,7 +265,7 @@ export class Persister implements AsyncDisposable {
         if (!held.has(r.partition)) await this.#drop(r, 'its lease was taken over');
       }
       if (this.#closed) return;
-      const share = Math.ceil(subjects.partitions / live);
+      const share = shareOf(subjects.partitions, members);
       if (this.#readers.size > share) {
         const extra = [...this.#readers.values()].sort((a, b) => b.partition - a.partition);
         await this.#letGo(extra.slice(0, this.#readers.size - share));
@@ -298,9 +301,10 @@ export class Persister implements AsyncDisposable {
       await release(this.#o.pool, this.#scope, leases);
       return;
     }
-    await Promise.all(
+    const started = await Promise.allSettled(
       leases.map(async (lease) => {
         const bounds = await this.#o.logBounds(lease.partition);
+        if (this.#closed) throw new Error('closing');
         const reader = new PartitionReader(lease);
         if (reader.position > bounds.last) {
           // The stream was recreated under the same name: its sequences start again at 1.
@@ -317,12 +321,30 @@ export class Persister implements AsyncDisposable {
             'log messages expired (stream max age / limits) before they were persisted',
           );
         }
+        // A reader of an older lease of ours (lost, and taken again): stopped first.
+        const before = this.#readers.get(lease.partition);
+        if (before) await this.#stopReader(before);
         this.#readers.set(lease.partition, reader);
         reader.reading = this.#readForever(reader);
       }),
     );
+    // Leases whose stream could not be asked: given back, for this or another persister's next try.
+    const failed = leases.filter((_, i) => started[i]?.status === 'rejected');
+    if (failed.length > 0) {
+      this.#o.log.warn(
+        {
+          partitions: failed.map((l) => l.partition),
+          err: String((started.find((r) => r.status === 'rejected') as PromiseRejectedResult).reason),
+        },
+        'could not open partitions; released them',
+      );
+      await release(this.#o.pool, this.#scope, failed).catch(() => undefined);
+    }
     this.#o.log.info(
-      { partitions: leases.map((l) => l.partition), held: this.#readers.size },
+      {
+        partitions: leases.filter((l) => !failed.includes(l)).map((l) => l.partition),
+        held: this.#readers.size,
+      },
       'took partitions',
     );
   }
@@ -351,7 +373,7 @@ export class Persister implements AsyncDisposable {
     r.current = false;
     this.#queue = this.#queue.filter((t) => {
       if (t.reader !== r) return true;
-      this.#queuedEvents -= t.records.length;
+      this.#queuedEvents -= weight(t);
       this.#unstored--;
       return false;
     });
@@ -414,7 +436,7 @@ export class Persister implements AsyncDisposable {
 
   #enqueue(taken: Taken): void {
     this.#queue.push(taken);
-    this.#queuedEvents += taken.records.length;
+    this.#queuedEvents += weight(taken);
     this.#unstored++;
     this.#draining ??= new Promise<void>((resolve) => setImmediate(resolve)).then(() => this.#drain());
   }
@@ -432,9 +454,9 @@ export class Persister implements AsyncDisposable {
         let events = 0;
         while (
           n < this.#queue.length &&
-          (n === 0 || events + (this.#queue[n] as Taken).records.length <= this.#o.batchMax)
+          (n === 0 || events + weight(this.#queue[n] as Taken) <= this.#o.batchMax)
         ) {
-          events += (this.#queue[n] as Taken).records.length;
+          events += weight(this.#queue[n] as Taken);
           n++;
         }
         const batch = this.#queue.splice(0, n);
@@ -569,8 +591,8 @@ export class Persister implements AsyncDisposable {
       const half = Math.ceil(events.length / 2);
       const first = events.slice(0, half);
       const second = events.slice(half);
-      // The first half moves its partitions' positions only as far as its own events.
-      return (await this.#store(first, entriesOf(first))) && (await this.#store(second, entries));
+      // The first half moves its partitions' positions only past the messages it holds whole.
+      return (await this.#store(first, entriesOf(first, second))) && (await this.#store(second, entries));
     }
     const p = events[0] as Pending;
     if (p.rejection) {
@@ -645,7 +667,9 @@ export class Persister implements AsyncDisposable {
             deliver_policy: DeliverPolicy.StartSequence,
             opt_start_seq: from + 1,
           });
-          for (let pending = 1; pending > 0 && !this.#closed; ) {
+          // The old stream takes no more messages: read until its last one.
+          let pending = bounds.last - from;
+          while (from < bounds.last && pending > 0 && !this.#closed) {
             const batch: Taken[] = [];
             for await (const m of await consumer.fetch({
               max_messages: batchMax,
@@ -654,7 +678,14 @@ export class Persister implements AsyncDisposable {
               batch.push(this.#decode(m, undefined));
               pending = m.info.pending;
             }
-            if (batch.length === 0) break;
+            if (batch.length === 0) {
+              // A slow server, a leader change: nothing is done until the last message is stored.
+              log.warn(
+                { from: from + 1, to: bounds.last },
+                'no messages from the log written before partitions; asking again',
+              );
+              continue;
+            }
             const events: Pending[] = [];
             for (const t of batch) for (const record of t.records) events.push({ record, offset: t.offset });
             if (!(await this.#store(events, []))) return;
@@ -715,9 +746,21 @@ function fenceEntries(items: readonly Taken[]): FenceEntry[] {
   return [...upto].map(([r, offset]) => ({ partition: r.partition, epoch: r.lease.epoch, upto: offset }));
 }
 
-/** Likewise for events. */
-function entriesOf(events: readonly Pending[]): FenceEntry[] {
-  return fenceEntries(events.map((e) => ({ reader: e.reader, offset: e.offset, records: [] })));
+/**
+ * The fence of `events`, the first part of a batch whose `rest` follows: a partition's
+ * position moves to its last message held whole, so a message split between the two parts is
+ * read again should the rest never be stored (its stored records come back as duplicates).
+ */
+function entriesOf(events: readonly Pending[], rest: readonly Pending[]): FenceEntry[] {
+  const split = new Set(rest.map((e) => `${e.reader?.partition}/${e.offset}`));
+  return fenceEntries(events.map((e) => ({ reader: e.reader, offset: e.offset, records: [] }))).map((f) =>
+    split.has(`${f.partition}/${f.upto}`) ? { ...f, upto: f.upto - 1 } : f,
+  );
+}
+
+/** A message's weight in the queue's bound: its events, and at least 1. */
+function weight(t: Taken): number {
+  return Math.max(1, t.records.length);
 }
 
 /** Events by thread, each thread's in log order. */

@@ -53,6 +53,15 @@ export function threadStream(config: Config, threadId: string): string {
   return partitionStream(config.streamName, partitionOf(threadId, config.partitions));
 }
 
+/** A new thread id in the partition of `threadId`: its events share the thread's stream and offsets. */
+export function threadInPartitionOf(config: Config, threadId: string, prefix = 't-'): string {
+  const p = partitionOf(threadId, config.partitions);
+  for (;;) {
+    const other = randomName(prefix);
+    if (partitionOf(other, config.partitions) === p) return other;
+  }
+}
+
 /** Messages in the whole log: every partition stream. */
 export async function logMessageCount(jsm: JetStreamManager, config: Config): Promise<number> {
   let n = 0;
