@@ -115,7 +115,7 @@ test('a publish answered "no responders" is issued again until a stream takes it
   }
 });
 
-test("a publish issued again is not overtaken by its run's next one; other runs are not held", async () => {
+test("a publish issued again is not overtaken by its thread's next one; other threads are not held", async () => {
   await using nats = await startNatsServer({ useEnv: false });
   const nc = await connect({ servers: nats.url });
   try {
@@ -127,13 +127,13 @@ test("a publish issued again is not overtaken by its run's next one; other runs 
     await new Promise((resolve) => setTimeout(resolve, 100));
     await jsm.streams.add({ name: 'ORD', subjects: [subjects.logAll] });
     const b = publisher.publish([logRecord('t', 'r', 'b')]);
-    const other = await publisher.publish([logRecord('t', 'other-run', 'c')]);
+    const other = await publisher.publish([logRecord('t2', 'r', 'c')]);
     const [[ackA], [ackB]] = await Promise.all([a, b]);
     assert.ok(
       (ackA?.seq ?? 0) < (ackB?.seq ?? 0),
-      `a at ${ackA?.seq}, b at ${ackB?.seq}: the log keeps the run's order`,
+      `a at ${ackA?.seq}, b at ${ackB?.seq}: the log keeps the thread's order`,
     );
-    assert.ok((other[0]?.seq ?? 0) < (ackB?.seq ?? 0), 'another run went out while b waited for a');
+    assert.ok((other[0]?.seq ?? 0) < (ackB?.seq ?? 0), 'another thread went out while b waited for a');
   } finally {
     await nc.close();
   }

@@ -29,11 +29,11 @@
  * `Nats-Msg-Id`, until its deadline. With a stream name, each publish carries
  * `Nats-Expected-Stream`, so an ack can only come from the thread's partition stream.
  *
- * A retry must not overtake: if a run's message A were issued again after its next message B
- * was stored, the log would hold B before A, and seqs follow the log. So a run (one subject)
- * has one message issued at a time; the ones after it wait for its ack, and fail with it if
- * it fails (the producer sends them again, in order). Messages of different runs go out
- * together as before.
+ * A retry must not overtake: if a thread's message A were issued again after its next message
+ * B was stored, the log would hold B before A, and seqs follow the log. So a thread has one
+ * message issued at a time; the ones after it wait for its ack, and fail with it if it fails
+ * (the producer sends them again, in order). Messages of different threads go out together as
+ * before; a request is one message per thread unless it interleaves runs or is split by size.
  */
 import {
   createInbox,
@@ -91,7 +91,9 @@ interface Waiter {
   retryPauseMs: number;
   /** What the last answer said, for the error at the deadline. */
   lastAnswer?: string;
-  /** Waits for the message before it on its subject (not issued yet). */
+  /** The thread: one message of it is issued at a time. */
+  readonly thread: string;
+  /** Waits for the message before it of its thread (not issued yet). */
   held: boolean;
   /** 503 answers so far. */
   noResponders?: number;
@@ -108,7 +110,7 @@ export class LogPublisher {
   #nextId = 0;
   /** Publishes awaiting their ack, by id; insertion order is deadline order. */
   readonly #waiting = new Map<number, Waiter>();
-  /** Per subject with a publish waiting: the ids waiting on it, the one issued first. */
+  /** Per thread with a publish waiting: the ids waiting, the one issued first. */
   readonly #lines = new Map<string, number[]>();
   #sweeper: NodeJS.Timeout | undefined;
   /** No retries go into a connection that is down: nats.js would drop them on reconnect. */
@@ -192,11 +194,12 @@ export class LogPublisher {
             : partitionStream(this.options.streamName, partitionOf(m.threadId, this.subjects.partitions)),
         retryAt: now + this.#retryMs,
         retryPauseMs: this.#retryMs,
+        thread: m.threadId,
         held: false,
       };
-      const line = this.#lines.get(w.subject);
+      const line = this.#lines.get(w.thread);
       if (line) {
-        // Its run has a message waiting for its ack: this one goes once that one is stored.
+        // Its thread has a message waiting for its ack: this one goes once that one is stored.
         w.held = true;
         line.push(id);
         this.#waiting.set(id, w);
@@ -208,33 +211,33 @@ export class LogPublisher {
         q.reject(err as Error);
         continue;
       }
-      this.#lines.set(w.subject, [id]);
+      this.#lines.set(w.thread, [id]);
       this.#waiting.set(id, w);
     }
   }
 
   /**
-   * The issued publish `id` is answered (`err` unset) or has failed: the next one of its run is
+   * The issued publish `id` is answered (`err` unset) or has failed: the next one of its thread is
    * issued, or, after a failure, every one after it fails too, so none lands before it.
    */
   #settle(id: number, w: Waiter, err?: Error): void {
     this.#waiting.delete(id);
-    const line = this.#lines.get(w.subject) ?? [];
+    const line = this.#lines.get(w.thread) ?? [];
     line.shift();
     if (err) {
       w.reject(err);
       for (const next of line) {
         const n = this.#waiting.get(next);
         this.#waiting.delete(next);
-        n?.reject(new Error(`an earlier message of its run failed: ${err.message}`));
+        n?.reject(new Error(`an earlier message of its thread failed: ${err.message}`));
       }
-      this.#lines.delete(w.subject);
+      this.#lines.delete(w.thread);
       return;
     }
     const nextId = line[0];
     const next = nextId === undefined ? undefined : this.#waiting.get(nextId);
     if (nextId === undefined || !next) {
-      this.#lines.delete(w.subject);
+      this.#lines.delete(w.thread);
       return;
     }
     next.held = false;
@@ -325,7 +328,7 @@ export class LogPublisher {
   #sweep(): void {
     const now = Date.now();
     for (const [id, w] of [...this.#waiting]) {
-      // Held ones wait behind a publish of their run flushed no later: it fails first.
+      // Held ones wait behind a publish of their thread flushed no later: it fails first.
       if (w.held || !this.#waiting.has(id)) continue;
       if (w.deadline <= now) {
         this.#settle(id, w, new Error(w.lastAnswer ?? `no ack from JetStream within ${this.timeoutMs} ms`));

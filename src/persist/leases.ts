@@ -97,7 +97,7 @@ export async function ensureLayout(
  * A row's first epoch: the clock in ms, so a row made again (the table wiped by hand) never
  * hands out an epoch a persister may still hold from before.
  */
-const CLOCK_EPOCH = '(extract(epoch from clock_timestamp()) * 1000)::int8';
+const CLOCK_EPOCH = '(extract(epoch from statement_timestamp()) * 1000)::int8';
 
 /**
  * The partitions of `0 .. partitions-1` that have no row (the lease store was wiped or edited
