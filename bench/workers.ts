@@ -22,6 +22,7 @@ import { spawnWorkerHost } from '../test/helpers/workers.js';
 const REPEATS = Number(process.env.RS_BENCH_REPEATS ?? 3);
 const MEASURE_MS = Number(process.env.RS_BENCH_MEASURE_MS ?? 8_000);
 const WARMUP_MS = 2_000;
+const BACKGROUND_SAMPLE_MS = 1_000;
 const CONNECTIONS = 16;
 const IN_FLIGHT = 4;
 const BATCHES = [1, 100] as const;
@@ -39,6 +40,8 @@ interface Run {
   readonly loadgenCores: number;
   /** Every process on the machine (nats-server, Postgres, other work too): 2 = both cores busy. */
   readonly machineCores: number;
+  /** The machine's busy cores in the second before the load started (work that is not this bench). */
+  readonly backgroundCores: number;
 }
 
 /** Busy CPU seconds of the whole machine so far (/proc/stat: all but idle and iowait). */
@@ -83,6 +86,9 @@ async function drive(
   batch: number,
   pids: readonly number[],
 ): Promise<Omit<Run, 'workers' | 'batch'>> {
+  const idle0 = machineBusySeconds();
+  await sleep(BACKGROUND_SAMPLE_MS);
+  const backgroundCores = (machineBusySeconds() - idle0) / (BACKGROUND_SAMPLE_MS / 1000);
   const clients = Array.from(
     { length: CONNECTIONS },
     () => new IngestClient(grpcTarget, { ownConnection: true }),
@@ -122,6 +128,7 @@ async function drive(
     brokerCores: cpu / elapsedS,
     loadgenCores: (own.user + own.system) / 1e6 / elapsedS,
     machineCores: machine / elapsedS,
+    backgroundCores,
   };
 }
 
@@ -164,7 +171,8 @@ async function main(): Promise<void> {
         process.stdout.write(
           `run ${rep}/${REPEATS} RS_WORKERS=${workers} ${batch} ev/req: ${Math.round(r.eventsPerS)} ev/s, ` +
             `broker ${r.brokerCpuUsPerEvent.toFixed(1)} µs CPU/event, cores: broker ${r.brokerCores.toFixed(2)}, ` +
-            `load generator ${r.loadgenCores.toFixed(2)}, machine ${r.machineCores.toFixed(2)}\n`,
+            `load generator ${r.loadgenCores.toFixed(2)}, machine ${r.machineCores.toFixed(2)} ` +
+            `(${r.backgroundCores.toFixed(2)} before)\n`,
         );
       }
     }
@@ -173,7 +181,7 @@ async function main(): Promise<void> {
     `\nmedians of ${REPEATS} (${CONNECTIONS} connections × ${IN_FLIGHT} in flight, ${MEASURE_MS} ms each)\n`,
   );
   process.stdout.write(
-    '| events/request | RS_WORKERS=1 ev/s | RS_WORKERS=2 ev/s | 2 vs 1 | broker CPU µs/event (1 / 2) | broker cores (1 / 2) |\n',
+    '| events/request | RS_WORKERS=1 ev/s | RS_WORKERS=2 ev/s | 2 vs 1 | broker CPU µs/event (1 / 2) | broker cores (1 / 2) | load generator cores (1 / 2) | machine cores busy (1 / 2) | busy before the run (1 / 2) |\n',
   );
   process.stdout.write('|--:|--:|--:|--:|--:|--:|\n');
   for (const batch of BATCHES) {
@@ -186,7 +194,8 @@ async function main(): Promise<void> {
         `${m(1, 'brokerCpuUsPerEvent').toFixed(1)} / ${m(2, 'brokerCpuUsPerEvent').toFixed(1)} | ` +
         `${m(1, 'brokerCores').toFixed(2)} / ${m(2, 'brokerCores').toFixed(2)} | ` +
         `${m(1, 'loadgenCores').toFixed(2)} / ${m(2, 'loadgenCores').toFixed(2)} | ` +
-        `${m(1, 'machineCores').toFixed(2)} / ${m(2, 'machineCores').toFixed(2)} |\n`,
+        `${m(1, 'machineCores').toFixed(2)} / ${m(2, 'machineCores').toFixed(2)} | ` +
+        `${m(1, 'backgroundCores').toFixed(2)} / ${m(2, 'backgroundCores').toFixed(2)} |\n`,
     );
   }
   process.stdout.write(`\nall runs: ${JSON.stringify(runs)}\n`);
