@@ -30,6 +30,8 @@ export async function startWorker(config: Config, slot: Slot, log: Logger): Prom
   let scrapeId = 0;
   const scrapes = new Map<number, (r: { contentType: string; body: string } | Error) => void>();
   const shutdownHandlers: (() => void)[] = [];
+  // The primary may ask before the broker is up (a shutdown during start): kept for the handler.
+  let shutdownRequested = false;
   let broker: Broker | undefined;
   process.on('message', (message: unknown) => {
     if (!isToWorker(message)) return;
@@ -47,6 +49,7 @@ export async function startWorker(config: Config, slot: Slot, log: Logger): Prom
         return;
       }
       case 'shutdown':
+        shutdownRequested = true;
         for (const fn of shutdownHandlers) fn();
         return;
     }
@@ -73,6 +76,7 @@ export async function startWorker(config: Config, slot: Slot, log: Logger): Prom
     broker,
     onShutdownRequest: (fn) => {
       shutdownHandlers.push(fn);
+      if (shutdownRequested) fn();
     },
   };
 }
