@@ -2,6 +2,7 @@
 // ports, the persister in one worker of its own. Real nats-server and Postgres; the host is
 // a child process, and /proc tells which worker holds each connection.
 import assert from 'node:assert/strict';
+import net from 'node:net';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { IngestClient } from '../src/client/ingest-client.js';
@@ -126,6 +127,11 @@ test('RS_WORKERS=2: connections land on both workers; a subscriber on one sees w
       assert.equal(metricValue(text, 'runstream_ingest_events_total{ack="PERSISTED",outcome="ok"}'), sent);
       assert.equal(metricValue(text, 'runstream_workers'), 3);
       assert.equal(metricValue(text, 'runstream_connections{transport="websocket"}'), 1);
+      // The persister worker opens no port, but its metrics are in every answer.
+      assert.ok(
+        (metricValue(text, 'runstream_persister_batch_events_sum') ?? 0) >= sent,
+        'the persister worker reports',
+      );
     }
   } finally {
     for (const c of clients) c.close();
@@ -259,4 +265,22 @@ test('RS_WORKERS=2: SIGTERM to the primary drains the serving workers, then the 
   const stored = new Set(rows.map((r) => r.event_id));
   for (const id of acked) assert.ok(stored.has(id), id);
   expectGapFree(rows.map((r) => r.seq));
+});
+
+test('RS_WORKERS=2: a worker that cannot start (its port is taken) makes the host exit 1, naming the problem', async () => {
+  await using servers = await startServers();
+  const taken = net.createServer();
+  await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+  try {
+    const port = (taken.address() as net.AddressInfo).port;
+    const config = brokerConfig(servers, { httpPort: port });
+    await assert.rejects(spawnWorkerHost(config, 2), (err: Error) => {
+      assert.match(err.message, /^the host exited with code 1 before it started/);
+      assert.match(err.message, /EADDRINUSE/);
+      assert.match(err.message, /worker \d exited before it started/);
+      return true;
+    });
+  } finally {
+    taken.close();
+  }
 });

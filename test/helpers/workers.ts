@@ -69,19 +69,19 @@ export async function spawnWorkerHost(
       }
     }
   });
-  let dead = false;
-  void exited.then(() => {
-    dead = true;
+  // Polls for the primary's line; ends at once, with its output, if the host exits first.
+  const gaveUp = new AbortController();
+  const died = exited.then((e) => {
+    gaveUp.abort();
+    return new Error(`the host exited with code ${e.code} before it started:\n${stderr}`);
   });
-  const started = await waitFor(
-    () => {
-      if (dead) throw new Error(`the host exited before it started:\n${stderr}`);
-      return lines.find((l) => l.msg === 'workers started');
-    },
-    { timeoutMs: 60_000, what: 'workers started' },
-  ).catch((err: unknown) => {
+  const started = await waitFor(() => lines.find((l) => l.msg === 'workers started'), {
+    timeoutMs: 60_000,
+    what: 'workers started',
+    signal: gaveUp.signal,
+  }).catch(async (err: unknown) => {
     child.kill('SIGKILL');
-    throw err;
+    throw gaveUp.signal.aborted ? await died : err;
   });
   // The primary's lines: `workers started` names every first pid, `worker started` a restart's.
   const pidOf = (worker: string): number => {
