@@ -65,13 +65,13 @@ async function main(): Promise<void> {
 
   let close: () => Promise<void>;
   if (slot !== undefined) {
-    const worker = await startWorker(config, slot, log);
-    close = () => worker.broker.close();
     // The primary orders the shutdown: serving workers first, then the persister. A signal
     // sent to the whole group (Ctrl-C in a terminal, systemd's control-group kill) would
-    // stop them all at once, so a worker leaves both signals to the primary.
-    worker.onShutdownRequest(() => shutdown('SIGTERM'));
+    // stop them all at once, so a worker leaves both signals to the primary, from its start.
     for (const signal of ['SIGTERM', 'SIGINT'] as const) process.on(signal, () => undefined);
+    const worker = await startWorker(config, slot, log);
+    close = () => worker.broker.close();
+    worker.onShutdownRequest(() => shutdown('SIGTERM'));
   } else {
     const broker = await startBroker(config, log);
     close = () => broker.close();

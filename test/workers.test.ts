@@ -214,58 +214,64 @@ test('RS_WORKERS=2: kill -9 a serving worker, then the persister, mid-load: each
   }
 });
 
-test('RS_WORKERS=2: SIGTERM to the primary drains the serving workers, then the persister, and exits 0', async () => {
-  await using servers = await startServers();
-  const config = brokerConfig(servers);
-  const host = await spawnWorkerHost(config, 2);
-  const thread = randomName('t-');
-  const acked = new Set<string>();
-  const client = new IngestClient(`127.0.0.1:${host.grpcPort}`, { ownConnection: true });
-  const pids = [...host.servingPids(), host.pidOf(PERSISTER_SLOT)];
-  const producing = (async () => {
-    for (let i = 0; i < 1_000_000; i += 10) {
-      try {
-        const acks = await client.publish(
-          Array.from({ length: 10 }, (_, k) => tokenEvent(thread, i + k)),
-          'PERSISTED',
-          15_000,
-        );
-        for (const a of acks) acked.add(a.event_id);
-      } catch {
-        return; // the host is shutting down
+for (const [how, signal, group] of [
+  ['SIGTERM to the primary', 'SIGTERM', false],
+  ['SIGINT to the whole process group (Ctrl-C in a terminal)', 'SIGINT', true],
+] as const) {
+  test(`RS_WORKERS=2: ${how} drains the serving workers, then the persister, and exits 0`, async () => {
+    await using servers = await startServers();
+    const config = brokerConfig(servers);
+    const host = await spawnWorkerHost(config, 2, {}, { detached: group });
+    const thread = randomName('t-');
+    const acked = new Set<string>();
+    const client = new IngestClient(`127.0.0.1:${host.grpcPort}`, { ownConnection: true });
+    const pids = [...host.servingPids(), host.pidOf(PERSISTER_SLOT)];
+    const producing = (async () => {
+      for (let i = 0; i < 1_000_000; i += 10) {
+        try {
+          const acks = await client.publish(
+            Array.from({ length: 10 }, (_, k) => tokenEvent(thread, i + k)),
+            'PERSISTED',
+            15_000,
+          );
+          for (const a of acks) acked.add(a.event_id);
+        } catch {
+          return; // the host is shutting down
+        }
       }
+    })();
+    await waitFor(() => acked.size >= 100, { timeoutMs: 60_000, what: '100 acks' });
+    if (group) process.kill(-(host.child.pid as number), signal);
+    else host.child.kill(signal);
+    const exit = await host.exited;
+    await producing;
+    client.close();
+    assert.deepEqual(exit, { code: 0, signal: null });
+
+    // Every worker is gone, each exited 0, the persister last (the primary's own lines, in its order).
+    for (const pid of pids) assert.throws(() => process.kill(pid, 0), { code: 'ESRCH' }, `pid ${pid}`);
+    const stopped = host.lines.filter((l) => l.msg === 'worker stopped').map((l) => [l.worker, l.code]);
+    assert.equal(stopped.length, 3);
+    assert.deepEqual(stopped.slice(0, 2).sort(), [
+      ['1', 0],
+      ['2', 0],
+    ]);
+    assert.deepEqual(stopped[2], [PERSISTER_SLOT, 0]);
+    for (const w of ['1', '2', PERSISTER_SLOT]) {
+      assert.ok(
+        host.lines.some((l) => l.worker === w && l.msg === 'runstream stopped'),
+        `worker ${w} stopped gracefully`,
+      );
     }
-  })();
-  await waitFor(() => acked.size >= 100, { timeoutMs: 60_000, what: '100 acks' });
-  host.child.kill('SIGTERM');
-  const exit = await host.exited;
-  await producing;
-  client.close();
-  assert.deepEqual(exit, { code: 0, signal: null });
+    assert.ok(host.lines.some((l) => l.msg === 'runstream stopped' && l.worker === undefined));
 
-  // Every worker is gone, each exited 0, the persister last (the primary's own lines, in its order).
-  for (const pid of pids) assert.throws(() => process.kill(pid, 0), { code: 'ESRCH' }, `pid ${pid}`);
-  const stopped = host.lines.filter((l) => l.msg === 'worker stopped').map((l) => [l.worker, l.code]);
-  assert.equal(stopped.length, 3);
-  assert.deepEqual(stopped.slice(0, 2).sort(), [
-    ['1', 0],
-    ['2', 0],
-  ]);
-  assert.deepEqual(stopped[2], [PERSISTER_SLOT, 0]);
-  for (const w of ['1', '2', PERSISTER_SLOT]) {
-    assert.ok(
-      host.lines.some((l) => l.worker === w && l.msg === 'runstream stopped'),
-      `worker ${w} stopped gracefully`,
-    );
-  }
-  assert.ok(host.lines.some((l) => l.msg === 'runstream stopped' && l.worker === undefined));
-
-  // Nothing acked is missing.
-  const rows = await threadRows(servers.db, thread);
-  const stored = new Set(rows.map((r) => r.event_id));
-  for (const id of acked) assert.ok(stored.has(id), id);
-  expectGapFree(rows.map((r) => r.seq));
-});
+    // Nothing acked is missing.
+    const rows = await threadRows(servers.db, thread);
+    const stored = new Set(rows.map((r) => r.event_id));
+    for (const id of acked) assert.ok(stored.has(id), id);
+    expectGapFree(rows.map((r) => r.seq));
+  });
+}
 
 test('RS_WORKERS=2: a worker that cannot start (its port is taken) makes the host exit 1, naming the problem', async () => {
   await using servers = await startServers();

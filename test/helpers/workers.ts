@@ -31,6 +31,8 @@ export async function spawnWorkerHost(
   config: Config,
   workers: number,
   env: Record<string, string> = {},
+  /** `detached`: in a process group of its own, so a test can signal the whole group. */
+  opts: { detached?: boolean } = {},
 ): Promise<WorkerHost> {
   const child = spawn(process.execPath, [MAIN_JS], {
     env: {
@@ -47,6 +49,7 @@ export async function spawnWorkerHost(
       ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: opts.detached ?? false,
   });
   process.once('exit', () => child.kill('SIGKILL'));
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
