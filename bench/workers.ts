@@ -12,7 +12,7 @@
  *
  * Environment: RS_BENCH_REPEATS (3), RS_BENCH_MEASURE_MS (8000).
  */
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { IngestClient } from '../src/client/ingest-client.js';
 import type { Event } from '../src/gen/runstream/v1/Event.js';
@@ -36,12 +36,30 @@ interface Run {
   readonly eventsPerS: number;
   readonly brokerCpuUsPerEvent: number;
   readonly brokerCores: number;
+  /** The benchmark's own nats-server. */
+  readonly natsCores: number;
   /** This process, the load generator. */
   readonly loadgenCores: number;
   /** Every process on the machine (nats-server, Postgres, other work too): 2 = both cores busy. */
   readonly machineCores: number;
   /** The machine's busy cores in the second before the load started (work that is not this bench). */
   readonly backgroundCores: number;
+}
+
+/** The benchmark's own nats-server: a child of this process (test/helpers starts it). */
+function natsServerPid(): number | undefined {
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (comm === 'nats-server' && ppid === process.pid) return Number(name);
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return undefined;
 }
 
 /** Busy CPU seconds of the whole machine so far (/proc/stat: all but idle and iowait). */
@@ -85,6 +103,7 @@ async function drive(
   grpcTarget: string,
   batch: number,
   pids: readonly number[],
+  natsPid: number | undefined,
 ): Promise<Omit<Run, 'workers' | 'batch'>> {
   const idle0 = machineBusySeconds();
   await sleep(BACKGROUND_SAMPLE_MS);
@@ -109,6 +128,7 @@ async function drive(
   );
   await sleep(WARMUP_MS);
   const cpu0 = cpuSeconds(pids);
+  const nats0 = cpuSeconds(natsPid === undefined ? [] : [natsPid]);
   const own0 = process.cpuUsage();
   const machine0 = machineBusySeconds();
   const t0 = performance.now();
@@ -117,6 +137,7 @@ async function drive(
   counting = false;
   const elapsedS = (performance.now() - t0) / 1000;
   const cpu = cpuSeconds(pids) - cpu0;
+  const nats = cpuSeconds(natsPid === undefined ? [] : [natsPid]) - nats0;
   const own = process.cpuUsage(own0);
   const machine = machineBusySeconds() - machine0;
   stopped = true;
@@ -126,6 +147,7 @@ async function drive(
     eventsPerS: acked / elapsedS,
     brokerCpuUsPerEvent: (cpu / acked) * 1e6,
     brokerCores: cpu / elapsedS,
+    natsCores: nats / elapsedS,
     loadgenCores: (own.user + own.system) / 1e6 / elapsedS,
     machineCores: machine / elapsedS,
     backgroundCores,
@@ -142,6 +164,7 @@ async function main(): Promise<void> {
   process.setMaxListeners(64);
   await using servers = await startServers({ own: true });
   const runs: Run[] = [];
+  const natsPid = natsServerPid();
   for (let rep = 1; rep <= REPEATS; rep++) {
     for (const workers of WORKERS) {
       for (const batch of BATCHES) {
@@ -167,13 +190,13 @@ async function main(): Promise<void> {
             await h.exited;
           };
         }
-        const r = await drive(grpcTarget, batch, pids);
+        const r = await drive(grpcTarget, batch, pids, natsPid);
         await stop();
         runs.push({ workers, batch, ...r });
         process.stdout.write(
           `run ${rep}/${REPEATS} RS_WORKERS=${workers} ${batch} ev/req: ${Math.round(r.eventsPerS)} ev/s, ` +
             `broker ${r.brokerCpuUsPerEvent.toFixed(1)} µs CPU/event, cores: broker ${r.brokerCores.toFixed(2)}, ` +
-            `load generator ${r.loadgenCores.toFixed(2)}, machine ${r.machineCores.toFixed(2)} ` +
+            `nats-server ${r.natsCores.toFixed(2)}, load generator ${r.loadgenCores.toFixed(2)}, machine ${r.machineCores.toFixed(2)} ` +
             `(${r.backgroundCores.toFixed(2)} before)\n`,
         );
       }
@@ -183,9 +206,9 @@ async function main(): Promise<void> {
     `\nmedians of ${REPEATS} (${CONNECTIONS} connections × ${IN_FLIGHT} in flight, ${MEASURE_MS} ms each)\n`,
   );
   process.stdout.write(
-    '| events/request | RS_WORKERS=1 ev/s | RS_WORKERS=2 ev/s | 2 vs 1 | broker CPU µs/event (1 / 2) | broker cores (1 / 2) | load generator cores (1 / 2) | machine cores busy (1 / 2) | busy before the run (1 / 2) |\n',
+    '| events/request | RS_WORKERS=1 ev/s | RS_WORKERS=2 ev/s | 2 vs 1 | broker CPU µs/event (1 / 2) | broker cores (1 / 2) | nats-server cores (1 / 2) | load generator cores (1 / 2) | machine cores busy (1 / 2) | busy before the run (1 / 2) |\n',
   );
-  process.stdout.write('|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n');
+  process.stdout.write('|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n');
   for (const batch of BATCHES) {
     const of = (w: number) => runs.filter((r) => r.batch === batch && r.workers === w);
     const m = (w: number, k: keyof Run) => median(of(w).map((r) => r[k] as number));
@@ -195,6 +218,7 @@ async function main(): Promise<void> {
       `| ${batch} | ${Math.round(one)} | ${Math.round(two)} | ${(two / one).toFixed(2)}× | ` +
         `${m(1, 'brokerCpuUsPerEvent').toFixed(1)} / ${m(2, 'brokerCpuUsPerEvent').toFixed(1)} | ` +
         `${m(1, 'brokerCores').toFixed(2)} / ${m(2, 'brokerCores').toFixed(2)} | ` +
+        `${m(1, 'natsCores').toFixed(2)} / ${m(2, 'natsCores').toFixed(2)} | ` +
         `${m(1, 'loadgenCores').toFixed(2)} / ${m(2, 'loadgenCores').toFixed(2)} | ` +
         `${m(1, 'machineCores').toFixed(2)} / ${m(2, 'machineCores').toFixed(2)} | ` +
         `${m(1, 'backgroundCores').toFixed(2)} / ${m(2, 'backgroundCores').toFixed(2)} |\n`,
