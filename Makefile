@@ -4,7 +4,7 @@ SHELL := bash
 # Prerequisites run in the order listed (deps before build before test), even under -j.
 .NOTPARALLEL:
 
-.PHONY: help deps build test test-faults lint run bench bench-history proto clean clean-data
+.PHONY: help deps build test test-faults test-cluster lint run bench bench-history bench-layout bench-scale-out proto clean clean-data
 
 help: ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -21,6 +21,9 @@ test: deps build ## unit and integration tests (real nats-server and Postgres); 
 test-faults: deps build ## the fault suite (docs/reliability.md): ~15 min, RS_SOAK_SECONDS=600
 	npm run test-faults
 
+test-cluster: deps build ## 3-node NATS cluster: kill -9 of leader, follower, persister, ingest (docs/reliability.md), < 15 min
+	npm run test-cluster
+
 lint: ## biome + tsc --noEmit
 	npm run lint
 
@@ -32,6 +35,12 @@ bench: deps build ## benchmarks
 
 bench-history: deps build ## History reads benchmark (issue 3): ListEvents pages on ~2M rows, < 10 min
 	node dist/bench/history.js
+
+bench-scale-out: deps build ## 1 vs 2 ingest and 1 vs 2 persister processes at the same load (docs/scaling.md), ~5 min
+	node dist/bench/scale-out.js
+
+bench-layout: deps build ## log layouts for partitioned persisters (docs/scaling.md): 3 runs of 1M messages, ~20 min
+	node dist/bench/log-layout.js
 
 proto: ## regenerate src/gen from proto/
 	npm run proto

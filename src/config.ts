@@ -7,6 +7,7 @@
 import { type AuthConfig, DEFAULT_JWKS_CACHE_MS, DEFAULT_JWKS_COOLDOWN_MS } from './auth/jwt.js';
 import { checkHmacSecret, parsePublicKey, readJwksFile, readPublicKeyPem } from './auth/keys.js';
 import { parseOriginEntry } from './auth/origin.js';
+import { DEFAULT_PARTITIONS, MAX_PARTITIONS } from './domain/partition.js';
 import type { LogFormat } from './logger.js';
 
 export const DEFAULT_GRPC_PORT = 50051;
@@ -56,6 +57,11 @@ export const DEFAULT_HTTP_MAX_UNSENT_BYTES = 256 * 1024 * 1024;
 /** An HTTP answer its client has not taken after this long has its socket destroyed. */
 export const DEFAULT_HTTP_WRITE_TIMEOUT_MS = 30_000;
 export const DEFAULT_PERSIST_BATCH_MAX = 2000;
+/**
+ * A persister's hold on its partitions: renewed every fifth of it; a partition whose lease
+ * ran out (its persister died) is taken over by another within about this long.
+ */
+export const DEFAULT_PERSISTER_LEASE_MS = 5_000;
 export const DEFAULT_PG_POOL_SIZE = 8;
 export const DEFAULT_PERSISTED_ACK_TIMEOUT_MS = 30_000;
 export const DEFAULT_CATCHUP_PAGE_SIZE = 500;
@@ -125,6 +131,9 @@ export interface Config extends AuthConfig {
   readonly httpWriteTimeoutMs: number;
   readonly slowConsumerStallMs: number;
   readonly persistBatchMax: number;
+  /** Partitions of the log (fixed when it is created; domain/partition.ts). */
+  readonly partitions: number;
+  readonly persisterLeaseMs: number;
   readonly pgPoolSize: number;
   readonly persistedAckTimeoutMs: number;
   readonly catchupPageSize: number;
@@ -251,6 +260,8 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     httpMaxUnsentBytes: int('RS_HTTP_MAX_UNSENT_BYTES', DEFAULT_HTTP_MAX_UNSENT_BYTES, 1024 * 1024, 2 ** 42),
     httpWriteTimeoutMs: int('RS_HTTP_WRITE_TIMEOUT_MS', DEFAULT_HTTP_WRITE_TIMEOUT_MS, 100, 3_600_000),
     persistBatchMax: int('RS_PERSIST_BATCH_MAX', DEFAULT_PERSIST_BATCH_MAX, 1, 100_000),
+    partitions: int('RS_PARTITIONS', DEFAULT_PARTITIONS, 1, MAX_PARTITIONS),
+    persisterLeaseMs: int('RS_PERSISTER_LEASE_MS', DEFAULT_PERSISTER_LEASE_MS, 500, 600_000),
     pgPoolSize: int('RS_PG_POOL_SIZE', DEFAULT_PG_POOL_SIZE, 1, 1000),
     persistedAckTimeoutMs: int(
       'RS_PERSISTED_ACK_TIMEOUT_MS',

@@ -6,9 +6,10 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { startBroker } from '../src/broker.js';
 import { type Event, IngestClient } from '../src/client/ingest-client.js';
+import { partitionOf } from '../src/domain/partition.js';
 import { decodeLogMessage } from '../src/log/log-batch.js';
 import { createLogger } from '../src/logger.js';
-import { readCheckpoint } from '../src/persist/checkpoint.js';
+import { partitionPositions } from '../src/persist/leases.js';
 import { storeThreadBatch } from '../src/persist/seq-assigner.js';
 import {
   brokerConfig,
@@ -17,6 +18,7 @@ import {
   startServers,
   startStack,
   threadRows,
+  threadStream,
 } from './helpers/stack.js';
 import { waitFor } from './helpers/wait.js';
 
@@ -83,7 +85,7 @@ test('a repeated event_id inside one request is one row; both acks carry its seq
   assert.equal((await threadRows(stack.db, t)).length, 2);
 });
 
-test('a persister that crashed between commit and checkpoint replays the log without storing twice', async () => {
+test('a persister that committed without moving its partition position replays the log without storing twice', async () => {
   await using servers = await startServers();
   const ingestOnly = brokerConfig(servers, { roles: new Set(['ingest']) });
   const log = createLogger('warn');
@@ -106,9 +108,10 @@ test('a persister that crashed between commit and checkpoint replays the log wit
     const nc = await connect({ servers: servers.nats.url });
     const jsm = await jetstreamManager(nc);
     const pending = [];
-    logLast = (await jsm.streams.info(ingestOnly.streamName)).state.last_seq;
+    const stream = threadStream(ingestOnly, t);
+    logLast = (await jsm.streams.info(stream)).state.last_seq;
     for (let seq = 1; seq <= logLast; seq++) {
-      const m = await jsm.streams.getMessage(ingestOnly.streamName, { seq });
+      const m = await jsm.streams.getMessage(stream, { seq });
       assert.ok(m);
       for (const record of decodeLogMessage(m.string())) pending.push({ record, offset: m.seq });
     }
@@ -135,9 +138,13 @@ test('a persister that crashed between commit and checkpoint replays the log wit
   });
   assert.equal(broker.persister?.storedCount, 0);
   assert.deepEqual(await threadRows(servers.db, t), before);
-  await waitFor(async () => (await readCheckpoint(servers.db, full.streamName)) === logLast, {
-    what: `checkpoint ${logLast}`,
-  });
+  const partition = partitionOf(t, full.partitions);
+  await waitFor(
+    async () => (await partitionPositions(servers.db, full.streamName)).get(partition) === logLast,
+    {
+      what: `partition ${partition} at ${logLast}`,
+    },
+  );
 
   // 4. The next event takes seq 11: the replay consumed nothing.
   using client = new IngestClient(`127.0.0.1:${broker.grpcPort}`);

@@ -12,7 +12,7 @@ import { type GrpcEvent, type SubscribeRequest, SubscriberClient } from '../src/
 import type { WireEvent } from '../src/client/ws-subscriber.js';
 import { eventProtoFromJson } from '../src/fanout/grpc/event.js';
 import { createLogger } from '../src/logger.js';
-import { brokerConfig, randomName, type Stack, startStack } from './helpers/stack.js';
+import { brokerConfig, randomName, type Stack, startStack, threadStream } from './helpers/stack.js';
 import { waitFor } from './helpers/wait.js';
 
 let stack: Stack;
@@ -302,7 +302,7 @@ test('errors end the call with a gRPC status, the error code and the cursor as t
   const nc = await connect({ servers: stack.servers.nats.url });
   try {
     const jsm = await jetstreamManager(nc);
-    await jsm.streams.purge(stack.config.streamName, { seq: rows[3].o });
+    await jsm.streams.purge(threadStream(stack.config, t), { seq: rows[3].o });
   } finally {
     await nc.close();
   }

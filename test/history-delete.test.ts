@@ -10,15 +10,24 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { startBroker } from '../src/broker.js';
 import { IngestClient } from '../src/client/ingest-client.js';
 import type { ServerFrame, WsConnection } from '../src/client/ws-subscriber.js';
+import { partitionOf } from '../src/domain/partition.js';
 import type { SubscribeResponse__Output } from '../src/gen/runstream/v1/SubscribeResponse.js';
 import type { ProtoGrpcType as SubscriberProto } from '../src/gen/subscriber.js';
 import { HistoryClient } from '../src/history/client.js';
+import { Subjects } from '../src/log/subjects.js';
 import { createLogger } from '../src/logger.js';
 import { deleteRows } from '../src/persist/deletions.js';
 import { loadProto } from '../src/proto.js';
 import { ev, http } from './helpers/history.js';
 import { SseClient } from './helpers/sse-client.js';
-import { brokerConfig, randomName, type Stack, startServers, startStack } from './helpers/stack.js';
+import {
+  brokerConfig,
+  randomName,
+  type Stack,
+  startServers,
+  startStack,
+  threadStream,
+} from './helpers/stack.js';
 import { waitFor } from './helpers/wait.js';
 
 let stack: Stack;
@@ -36,13 +45,23 @@ after(async () => {
   await stack[Symbol.asyncDispose]();
 });
 
+const logNames = (s: Stack) => new Subjects(s.config.subjectPrefix, s.config.partitions);
+
 /** Messages the JetStream log holds per subject of a thread. */
 async function logSubjects(threadId: string): Promise<Record<string, number>> {
   const jsm = await jetstreamManager(nc);
-  const info = await jsm.streams.info(stack.config.streamName, {
-    subjects_filter: `${stack.config.subjectPrefix}.log.${threadId}.>`,
+  const info = await jsm.streams.info(threadStream(stack.config, threadId), {
+    subjects_filter: logNames(stack).logOfThread(threadId),
   });
   return info.state.subjects ?? {};
+}
+
+/** A new thread id in the partition of `t`. */
+function samePartition(t: string): string {
+  for (;;) {
+    const other = randomName('keep-');
+    if (partitionOf(other, stack.config.partitions) === partitionOf(t, stack.config.partitions)) return other;
+  }
 }
 
 const runEvents = (t: string, run: string, from: number, n: number) =>
@@ -64,9 +83,9 @@ test('DeleteRun over HTTP: rows, run record and log subject go; subscribers are 
   );
   // One log message per run: a request's events of one run travel together.
   assert.deepEqual(await logSubjects(t), {
-    [`${stack.config.subjectPrefix}.log.${t}.r1`]: 1,
-    [`${stack.config.subjectPrefix}.log.${t}.r2`]: 1,
-    [`${stack.config.subjectPrefix}.log.${t}.r3`]: 1,
+    [logNames(stack).log(t, 'r1')]: 1,
+    [logNames(stack).log(t, 'r2')]: 1,
+    [logNames(stack).log(t, 'r3')]: 1,
   });
   const c = await stack.ws();
   subscribe(c, 'thread', t);
@@ -104,8 +123,8 @@ test('DeleteRun over HTTP: rows, run record and log subject go; subscribers are 
 
   // JetStream holds nothing more of the run; the other runs are untouched.
   const subjects = await logSubjects(t);
-  assert.equal(subjects[`${stack.config.subjectPrefix}.log.${t}.r2`], undefined);
-  assert.equal(subjects[`${stack.config.subjectPrefix}.log.${t}.r1`], 1);
+  assert.equal(subjects[logNames(stack).log(t, 'r2')], undefined);
+  assert.equal(subjects[logNames(stack).log(t, 'r1')], 1);
 
   // Reads skip the hole; counts follow; the run record is gone.
   const page = await http<{ events: { seq: number; run_id: string }[] }>(
@@ -176,9 +195,10 @@ test('deleting the tail never lets a seq be reused; a live subscriber past a del
 });
 
 test('DeleteThread over gRPC: everything goes; later subscribes get an empty thread live at its old head', async () => {
-  // Another thread's message first, so the log keeps starting below this thread's offsets.
-  await stack.client.publish([ev(randomName('keep-'), 'r', 1)], 'PERSISTED');
+  // Another thread's message first, in the same partition, so the thread's log keeps
+  // starting below its offsets.
   const t = randomName('dth-');
+  await stack.client.publish([ev(samePartition(t), 'r', 1)], 'PERSISTED');
   const acks = await stack.client.publish(
     [...runEvents(t, 'a', 1, 4), ...runEvents(t, 'b', 1, 4)],
     'PERSISTED',
@@ -302,7 +322,7 @@ test('a replay of the log cannot resurrect deleted events: from an old checkpoin
   ingest.close();
   history.close();
   await broker.close();
-  await servers.db.query('UPDATE persister_checkpoints SET last_offset = 0');
+  await servers.db.query('UPDATE log_partitions SET last_offset = 0');
 
   broker = await startBroker(config, log);
   ingest = new IngestClient(`127.0.0.1:${broker.grpcPort}`);
@@ -333,8 +353,8 @@ test('a replay of the log cannot resurrect deleted events: from an old checkpoin
   await broker.close();
   const nc2 = await connect({ servers: servers.nats.url });
   const jsm = await jetstreamManager(nc2);
-  const last = (await jsm.streams.info(config.streamName)).state.last_seq;
-  assert.equal(last, accepted.at(-1)?.offset);
+  const last = (await jsm.streams.info(threadStream(config, u))).state.last_seq;
+  assert.equal(last, accepted[3]?.offset);
   await deleteRows(servers.db, { threadId: u, logHorizon: last }); // the delete's Postgres step, no purge
   await nc2.close();
 

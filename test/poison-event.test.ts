@@ -118,7 +118,7 @@ test('a refused event is isolated: the rest is stored in order, the event dead-l
 
   // A replay of the whole log (a persister restarted from an old checkpoint) stores nothing new.
   await stack.broker.close();
-  await stack.db.query('UPDATE persister_checkpoints SET last_offset = 0 WHERE stream = $1', [
+  await stack.db.query('UPDATE log_partitions SET last_offset = 0 WHERE stream = $1', [
     stack.config.streamName,
   ]);
   await using replay = await startBroker(stack.config, createLogger(stack.config.logLevel));

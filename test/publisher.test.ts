@@ -1,11 +1,14 @@
 // LogPublisher (src/log/publisher.ts) speaks JetStream's publish protocol itself: each
 // message gets its stream sequence, an identical repeat is acked as a duplicate, and a
-// subject no stream holds fails the call as unavailable instead of hanging.
+// subject no stream holds fails the call as unavailable at its deadline (it is issued again
+// until then, as a cluster electing the stream's leader answers "no responders" for a while).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
+import { partitionOf } from '../src/domain/partition.js';
 import { LogPublisher } from '../src/log/publisher.js';
+import { partitionStream } from '../src/log/streams.js';
 import { Subjects } from '../src/log/subjects.js';
 import { startNatsServer } from './helpers/nats-server.js';
 import { logRecord } from './helpers/records.js';
@@ -84,6 +87,30 @@ test('publishes issued while NATS is down are acked once it is back, in order an
       'stored in call order after the first message',
     );
     assert.equal((await jsm.streams.info('PUBRECON')).state.messages, 4, 'each stored once');
+  } finally {
+    await nc.close();
+  }
+});
+
+test('a publish answered "no responders" is issued again until a stream takes it (a leader election)', async () => {
+  await using nats = await startNatsServer({ useEnv: false });
+  const nc = await connect({ servers: nats.url });
+  try {
+    const jsm = await jetstreamManager(nc);
+    const subjects = new Subjects('late');
+    const publisher = new LogPublisher(nc, subjects, 30_000, { streamName: 'LATE' });
+    // No stream holds the subject yet: every issue of the publish gets a 503, as while a
+    // cluster elects the stream's next leader.
+    const pending = publisher.publish([logRecord('t', 'r', 'e1')]);
+    await new Promise((resolve) => setTimeout(resolve, 800));
+    // The thread's partition stream of the log named LATE.
+    const stream = partitionStream('LATE', partitionOf('t', subjects.partitions));
+    await jsm.streams.add({ name: stream, subjects: [subjects.logAll] });
+    assert.deepEqual(await pending, [{ seq: 1, duplicate: false }]);
+    // An ack only from the expected stream.
+    const wrong = new LogPublisher(nc, subjects, 2_000, { streamName: 'OTHER' });
+    await assert.rejects(wrong.publish([logRecord('t', 'r', 'e2')]), /expected stream/i);
+    assert.equal((await jsm.streams.info(stream)).state.messages, 1);
   } finally {
     await nc.close();
   }

@@ -6,7 +6,7 @@ import { status } from '@grpc/grpc-js';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import type { Event } from '../src/client/ingest-client.js';
-import { randomName, type Stack, startStack } from './helpers/stack.js';
+import { logMessageCount, randomName, type Stack, startStack } from './helpers/stack.js';
 
 let stack: Stack;
 before(async () => {
@@ -32,7 +32,7 @@ async function logMessages(): Promise<number> {
   const nc = await connect({ servers: stack.servers.nats.url });
   try {
     const jsm = await jetstreamManager(nc);
-    return (await jsm.streams.info(stack.config.streamName)).state.messages;
+    return await logMessageCount(jsm, stack.config);
   } finally {
     await nc.close();
   }

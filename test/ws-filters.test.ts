@@ -7,7 +7,7 @@ import { connect } from '@nats-io/transport-node';
 import type { Event } from '../src/client/ingest-client.js';
 import type { WireEvent } from '../src/client/ws-subscriber.js';
 import { mixedBatch } from './helpers/events.js';
-import { randomName, type Stack, startStack } from './helpers/stack.js';
+import { randomName, type Stack, startStack, threadStream } from './helpers/stack.js';
 
 let stack: Stack;
 before(async () => {
@@ -136,7 +136,7 @@ test('from_offset replays from a JetStream offset; past retention it says to use
   const nc = await connect({ servers: stack.servers.nats.url });
   try {
     const jsm = await jetstreamManager(nc);
-    await jsm.streams.purge(stack.config.streamName, { seq: offsetOf(5) });
+    await jsm.streams.purge(threadStream(stack.config, t), { seq: offsetOf(5) });
   } finally {
     await nc.close();
   }

@@ -5,12 +5,14 @@
  * `node dist/src/main.js` does; `split` runs ingest+fan-out and the persister as two
  * processes on the same stream and database. Disposing stops them and removes both.
  */
+
 import { existsSync, mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import pg from 'pg';
+import { partitionStream } from '../../src/log/streams.js';
 import { registerTempDir, removeTempDir } from '../../test/helpers/proc.js';
 import { type BrokerProcess, brokerConfig, type Servers, spawnBroker } from '../../test/helpers/stack.js';
 import type { LoopDelaySecond } from './broker-probe.js';
@@ -113,7 +115,7 @@ export async function startBenchBroker(servers: Servers, o: BenchBrokerOptions):
         if (existsSync(m.probeFile)) delays[m.name] = JSON.parse(readFileSync(m.probeFile, 'utf8'));
       }
       await removeTempDir(probeDir);
-      await deleteStream(servers.nats.url, config.streamName).catch(() => undefined);
+      await deleteLog(servers.nats.url, config.streamName, config.partitions).catch(() => undefined);
       await dropDatabase(servers.pg.adminUrl, databaseUrl).catch(() => undefined);
       return delays;
     })();
@@ -171,11 +173,16 @@ function logLevel(line: string): number {
   }
 }
 
-async function deleteStream(natsUrl: string, streamName: string): Promise<void> {
+/** Every stream of a log: its partitions' (and one from before partitions, if any). */
+async function deleteLog(natsUrl: string, streamName: string, partitions: number): Promise<void> {
   const nc = await connect({ servers: natsUrl });
   try {
     const jsm = await jetstreamManager(nc);
-    await jsm.streams.delete(streamName);
+    const names = [
+      streamName,
+      ...Array.from({ length: partitions }, (_, p) => partitionStream(streamName, p)),
+    ];
+    await Promise.all(names.map((n) => jsm.streams.delete(n).catch(() => false)));
   } finally {
     await nc.close();
   }

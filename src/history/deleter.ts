@@ -19,8 +19,10 @@
 import type { JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type pg from 'pg';
+import { partitionOf } from '../domain/partition.js';
 import { UnavailableError } from '../errors.js';
 import { encodeDeletion } from '../log/deletion-notices.js';
+import { isNotFound, partitionStream } from '../log/streams.js';
 import type { Subjects } from '../log/subjects.js';
 import type { Logger } from '../logger.js';
 import { deleteRows } from '../persist/deletions.js';
@@ -66,7 +68,9 @@ export class Deleter {
     const { pool, nc, jsm, subjects, streamName, log } = this.#o;
     let logHorizon: number;
     try {
-      logHorizon = (await jsm.streams.info(streamName)).state.last_seq;
+      logHorizon = (
+        await jsm.streams.info(partitionStream(streamName, partitionOf(threadId, subjects.partitions)))
+      ).state.last_seq;
     } catch (err) {
       throw new UnavailableError(
         `the event log is unavailable, nothing was deleted: ${(err as Error).message}`,
@@ -92,8 +96,19 @@ export class Deleter {
     }
     let purged: number;
     try {
+      // The thread's partition stream, and the stream from before partitions.
+      const stream = partitionStream(streamName, partitionOf(threadId, subjects.partitions));
       const filter = runId === undefined ? subjects.logOfThread(threadId) : subjects.log(threadId, runId);
-      purged = (await jsm.streams.purge(streamName, { filter, seq: rows.horizon + 1 })).purged;
+      purged = (await jsm.streams.purge(stream, { filter, seq: rows.horizon + 1 })).purged;
+      const legacy =
+        runId === undefined ? subjects.legacyLogOfThread(threadId) : subjects.legacyLog(threadId, runId);
+      purged += await jsm.streams.purge(streamName, { filter: legacy, seq: rows.horizon + 1 }).then(
+        (r) => r.purged,
+        (err: unknown) => {
+          if (isNotFound(err)) return 0;
+          throw err;
+        },
+      );
     } catch (err) {
       log.warn({ err: (err as Error).message, threadId, runId }, 'deleted rows but could not purge the log');
       throw new UnavailableError(

@@ -5,6 +5,15 @@
  * published, so no receipt can be missed. An event JetStream reports as a duplicate may
  * have been committed long ago (no receipt will come), so those are looked up in
  * Postgres, again after the listener is in place: each is found there or announced later.
+ *
+ * Receipts are core NATS messages and can be lost while a connection moves to another
+ * server: the persister's (it publishes into a dead socket) or this node's (in a cluster
+ * the server it moved to tells the others of its subscriptions a moment later, so a
+ * receipt published on another server meanwhile reaches nobody; and a peer's resync sent
+ * while this node is between servers is lost too). So besides the lookup at each resync,
+ * every request still waiting {@link DEFAULT_RECHECK_AFTER_MS} after it began looks its
+ * events up in Postgres, then again at growing intervals: a lost receipt costs a few
+ * seconds, never the whole ack timeout.
  */
 
 import type pg from 'pg';
@@ -13,6 +22,7 @@ import { ErrorCode, RunstreamError } from '../errors.js';
 import type { EventAck } from '../gen/runstream/v1/EventAck.js';
 import type { LogAck } from '../log/publisher.js';
 import type { ThreadFeeds } from '../log/thread-feed.js';
+import type { Logger } from '../logger.js';
 import { findEvents } from '../persist/queries.js';
 import type { Receipt } from '../persist/seq-assigner.js';
 
@@ -23,14 +33,33 @@ interface ThreadWaiters {
   refs: number;
 }
 
+/** A request waiting this long for its receipts looks its events up in Postgres. */
+export const DEFAULT_RECHECK_AFTER_MS = 2_000;
+/** The longest pause between two lookups of one waiting request. */
+const MAX_RECHECK_PAUSE_MS = 5_000;
+/** How often the waiting requests are looked over for one due a lookup. */
+const RECHECK_SWEEP_MS = 500;
+
+export interface PersistWaiterOptions {
+  /** See {@link DEFAULT_RECHECK_AFTER_MS}. */
+  readonly recheckAfterMs?: number;
+  readonly log?: Logger;
+}
+
 export class PersistWaiter {
   readonly #threads = new Map<string, ThreadWaiters>();
+  readonly #recheckAfterMs: number;
+  #sweeper: NodeJS.Timeout | undefined;
+  #sweeping = false;
 
   constructor(
     private readonly feeds: ThreadFeeds<Receipt[]>,
     private readonly pool: pg.Pool,
     private readonly timeoutMs: number,
-  ) {}
+    private readonly options: PersistWaiterOptions = {},
+  ) {
+    this.#recheckAfterMs = options.recheckAfterMs ?? DEFAULT_RECHECK_AFTER_MS;
+  }
 
   /**
    * Starts listening for the records' receipts; call before publishing them. A thread's
@@ -39,6 +68,7 @@ export class PersistWaiter {
    */
   async prepare(records: readonly LogRecord[]): Promise<PendingPersist> {
     const pending = new PendingPersist(records, this.pool, this.timeoutMs);
+    this.#sweeper ??= setInterval(() => void this.#sweep(), RECHECK_SWEEP_MS).unref();
     const ready: Promise<unknown>[] = [];
     for (const [threadId, eventIds] of pending.eventIds) {
       const w = this.#threads.get(threadId) ?? this.#listen(threadId);
@@ -101,8 +131,44 @@ export class PersistWaiter {
    * Postgres, and answers those committed meanwhile as their receipt would have.
    */
   async recheck(): Promise<void> {
+    await this.#lookUp(() => true);
+  }
+
+  /** Looks up the events of the requests that have waited long enough (see the file comment). */
+  async #sweep(): Promise<void> {
+    if (this.#threads.size === 0) {
+      clearInterval(this.#sweeper);
+      this.#sweeper = undefined;
+      return;
+    }
+    if (this.#sweeping) return;
+    this.#sweeping = true;
+    const now = Date.now();
+    const due = new Set<PendingPersist>();
+    try {
+      await this.#lookUp((p) => due.has(p) || (p.takeRecheck(now, this.#recheckAfterMs) && !!due.add(p)));
+    } catch (err) {
+      this.options.log?.warn(
+        { err: (err as Error).message },
+        'could not look up PERSISTED events that waited long for their receipts',
+      );
+    } finally {
+      this.#sweeping = false;
+    }
+  }
+
+  /** Looks up in Postgres the waiting events of the requests `wanted` picks; answers those found. */
+  async #lookUp(wanted: (p: PendingPersist) => boolean): Promise<void> {
     for (const [threadId, w] of [...this.#threads]) {
-      const ids = [...w.byEvent.keys()];
+      const ids: string[] = [];
+      for (const [id, waiting] of w.byEvent) {
+        for (const p of waiting) {
+          if (wanted(p)) {
+            ids.push(id);
+            break;
+          }
+        }
+      }
       for (let i = 0; i < ids.length; i += RECHECK_IDS_PER_QUERY) {
         const found = await findEvents(this.pool, threadId, ids.slice(i, i + RECHECK_IDS_PER_QUERY));
         for (const [event_id, v] of found) {
@@ -127,6 +193,8 @@ export class PendingPersist implements Disposable {
   readonly #repeats = new Set<number>();
   #missing: number;
   #done: (() => void) | undefined;
+  readonly #since = Date.now();
+  #checkAt = 0;
 
   constructor(
     private readonly records: readonly LogRecord[],
@@ -148,6 +216,17 @@ export class PendingPersist implements Disposable {
       if (ids) ids.push(r.event_id);
       else this.eventIds.set(r.thread_id, [r.event_id]);
     });
+  }
+
+  /**
+   * Whether the request has waited long enough for a lookup in Postgres (and then not
+   * again until a pause as long as it has waited, up to a cap); if so, counts it as done.
+   */
+  takeRecheck(now: number, afterMs: number): boolean {
+    const waited = now - this.#since;
+    if (this.#missing === 0 || waited < afterMs || now < this.#checkAt) return false;
+    this.#checkAt = now + Math.min(waited, MAX_RECHECK_PAUSE_MS);
+    return true;
   }
 
   onReceipt(threadId: string, r: Receipt): void {

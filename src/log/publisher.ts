@@ -21,6 +21,13 @@
  * publishes still waiting for their ack are issued again, in their original order, under
  * the same `Nats-Msg-Id`: JetStream stores one that arrived the first time only once, and
  * acks it with the original's sequence.
+ *
+ * In a cluster the connection may stay up while the stream's leader dies: a publish routed
+ * to it gets no answer, and those sent while the others elect a new one get "no responders"
+ * (503). So a publish without an ack is issued again after {@link DEFAULT_PUBLISH_RETRY_MS}
+ * (doubling each time), and one answered 503 after {@link NO_RESPONDERS_RETRY_MS}, same
+ * `Nats-Msg-Id`, until its deadline. With a stream name, each publish carries
+ * `Nats-Expected-Stream`, so an ack can only come from the log stream.
  */
 import {
   createInbox,
@@ -30,13 +37,30 @@ import {
   type Subscription,
 } from '@nats-io/transport-node';
 import type { LogRecord } from '../domain/event.js';
+import { partitionOf } from '../domain/partition.js';
 import { UnavailableError } from '../errors.js';
 import { maxBodyBytes } from './connection.js';
 import { encodeLogMessages, type LogMessage } from './log-batch.js';
+import { partitionStream } from './streams.js';
 import type { Subjects } from './subjects.js';
 
 export const DEFAULT_PUBLISH_TIMEOUT_MS = 10_000;
-const SWEEP_INTERVAL_MS = 1_000;
+/** A publish still without an ack this long after it was issued is issued again (then 2×, 4×, …). */
+export const DEFAULT_PUBLISH_RETRY_MS = 1_000;
+/** Pause before issuing again a publish answered "no responders" (no stream leader, yet). */
+export const NO_RESPONDERS_RETRY_MS = 250;
+const MAX_RETRY_PAUSE_MS = 4_000;
+const SWEEP_INTERVAL_MS = 250;
+
+export interface LogPublisherOptions {
+  /**
+   * The log's name (RS_STREAM): a publish expects its thread's partition stream
+   * (`Nats-Expected-Stream`), so an ack from another stream is refused.
+   */
+  readonly streamName?: string;
+  /** See {@link DEFAULT_PUBLISH_RETRY_MS}. */
+  readonly retryMs?: number;
+}
 
 /** JetStream's answer to a publish: where the message is in the stream. */
 export interface LogAck {
@@ -54,6 +78,13 @@ interface Waiter {
   readonly subject: string;
   readonly body: string;
   readonly msgId: string;
+  /** `Nats-Expected-Stream`, if any. */
+  readonly stream: string | undefined;
+  /** When it is issued again if no ack came, and the pause after that. */
+  retryAt: number;
+  retryPauseMs: number;
+  /** What the last answer said, for the error at the deadline. */
+  lastAnswer?: string;
 }
 
 interface Queued extends Pick<Waiter, 'resolve' | 'reject'> {
@@ -68,16 +99,27 @@ export class LogPublisher {
   /** Publishes awaiting their ack, by id; insertion order is deadline order. */
   readonly #waiting = new Map<number, Waiter>();
   #sweeper: NodeJS.Timeout | undefined;
+  /** No retries go into a connection that is down: nats.js would drop them on reconnect. */
+  #connected = true;
+  readonly #retryMs: number;
 
   constructor(
     private readonly nc: NatsConnection,
     private readonly subjects: Subjects,
     private readonly timeoutMs: number = DEFAULT_PUBLISH_TIMEOUT_MS,
+    private readonly options: LogPublisherOptions = {},
   ) {
+    this.#retryMs = options.retryMs ?? DEFAULT_PUBLISH_RETRY_MS;
     void (async () => {
       // Status events are delivered in a microtask after the connection is back, before any
       // later #flush (a setImmediate): re-issued publishes keep their place in the log.
-      for await (const s of nc.status()) if (s.type === 'reconnect') this.#reissue();
+      for await (const s of nc.status()) {
+        if (s.type === 'disconnect') this.#connected = false;
+        if (s.type === 'reconnect') {
+          this.#connected = true;
+          this.#reissue();
+        }
+      }
     })().catch(() => undefined);
   }
 
@@ -120,7 +162,8 @@ export class LogPublisher {
     // The SUB goes out before the first PUB on the same connection, so no ack can be missed.
     this.#sub ??= this.nc.subscribe(`${this.#inbox}.*`, { callback: (err, msg) => this.#onAck(err, msg) });
     this.#sweeper ??= setInterval(() => this.#sweep(), SWEEP_INTERVAL_MS).unref();
-    const deadline = Date.now() + this.timeoutMs;
+    const now = Date.now();
+    const deadline = now + this.timeoutMs;
     for (const q of queue) {
       const id = ++this.#nextId;
       const m = q.message;
@@ -131,6 +174,12 @@ export class LogPublisher {
         subject: this.subjects.log(m.threadId, m.runId),
         body: m.body,
         msgId: m.msgId,
+        stream:
+          this.options.streamName === undefined
+            ? undefined
+            : partitionStream(this.options.streamName, partitionOf(m.threadId, this.subjects.partitions)),
+        retryAt: now + this.#retryMs,
+        retryPauseMs: this.#retryMs,
       };
       try {
         this.#send(id, w);
@@ -145,12 +194,15 @@ export class LogPublisher {
   #send(id: number, w: Waiter): void {
     const h = headers();
     h.set('Nats-Msg-Id', w.msgId);
+    if (w.stream !== undefined) h.set('Nats-Expected-Stream', w.stream);
     this.nc.publish(w.subject, w.body, { reply: `${this.#inbox}.${id}`, headers: h });
   }
 
   /** Issues every publish still waiting for its ack again, in order (see the file comment). */
   #reissue(): void {
+    const now = Date.now();
     for (const [id, w] of this.#waiting) {
+      w.retryAt = now + w.retryPauseMs;
       try {
         this.#send(id, w);
       } catch (err) {
@@ -170,36 +222,56 @@ export class LogPublisher {
     }
     const id = Number(msg.subject.slice(this.#inbox.length + 1));
     const w = this.#waiting.get(id);
-    if (!w) return; // timed out already
-    this.#waiting.delete(id);
+    if (!w) return; // timed out already, or an answer to an earlier issue of it
     if (msg.headers?.hasError) {
-      // 503: nothing listens on the subject, i.e. no stream holds it.
-      w.reject(new Error(`JetStream answered ${msg.headers.code} ${msg.headers.description}`));
+      // 503: nothing listens on the subject: no stream holds it, or (in a cluster) its
+      // leader is gone and the next one is not elected yet. Try again soon, until the deadline.
+      w.lastAnswer = `JetStream answered ${msg.headers.code} ${msg.headers.description}`;
+      w.retryAt = Date.now() + NO_RESPONDERS_RETRY_MS;
       return;
     }
     try {
       const r = JSON.parse(msg.string()) as {
         seq?: number;
         duplicate?: boolean;
-        error?: { code?: number; description?: string };
+        error?: { code?: number; err_code?: number; description?: string };
       };
+      if (r.error?.code === 503) {
+        // JetStream itself is between leaders ("temporarily unavailable").
+        w.lastAnswer = `JetStream answered 503 ${r.error.description ?? ''}`;
+        w.retryAt = Date.now() + NO_RESPONDERS_RETRY_MS;
+        return;
+      }
+      this.#waiting.delete(id);
       if (r.error || typeof r.seq !== 'number') {
         w.reject(new Error(`JetStream refused the message: ${r.error?.description ?? msg.string()}`));
       } else {
         w.resolve({ seq: r.seq, duplicate: r.duplicate === true });
       }
     } catch (parseErr) {
+      this.#waiting.delete(id);
       w.reject(parseErr as Error);
     }
   }
 
-  /** Fails the publishes whose ack is overdue. */
+  /** Fails the publishes whose ack is overdue; issues again those due for a retry. */
   #sweep(): void {
     const now = Date.now();
     for (const [id, w] of this.#waiting) {
-      if (w.deadline > now) break;
-      this.#waiting.delete(id);
-      w.reject(new Error(`no ack from JetStream within ${this.timeoutMs} ms`));
+      if (w.deadline <= now) {
+        this.#waiting.delete(id);
+        w.reject(new Error(w.lastAnswer ?? `no ack from JetStream within ${this.timeoutMs} ms`));
+        continue;
+      }
+      if (w.retryAt > now || !this.#connected) continue;
+      w.retryAt = now + w.retryPauseMs;
+      w.retryPauseMs = Math.min(w.retryPauseMs * 2, MAX_RETRY_PAUSE_MS);
+      try {
+        this.#send(id, w);
+      } catch (err) {
+        this.#waiting.delete(id);
+        w.reject(err as Error);
+      }
     }
   }
 }

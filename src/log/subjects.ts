@@ -1,31 +1,50 @@
+import { DEFAULT_PARTITIONS, partitionOf } from '../domain/partition.js';
+
 /**
  * NATS subject names. Ids are validated to `[A-Za-z0-9_-]`, so each is one subject token.
  *
- * - `<prefix>.log.<thread>.<run>`   ingest log (JetStream), one subject per thread and run
+ * - `<prefix>.log.<p>.<thread>.<run>` ingest log (JetStream), one subject per thread and run,
+ *                                   under the thread's partition `p` (domain/partition.ts)
+ * - `<prefix>.log.<thread>.<run>`   the same before partitions (one token fewer): read once
+ *                                   at an upgrade (persist/legacy-log.ts), never written
  * - `<prefix>.ev.<thread>`          committed events, for fan-out (core NATS)
  * - `<prefix>.rcpt.<thread>`        commit receipts, for PERSISTED acks (core NATS)
  * - `<prefix>.ctl.<thread>.<run>`   control messages for a run's producer, e.g. cancel (core NATS)
  * - `<prefix>.del.<thread>`         deletion notices: the thread or one of its runs was deleted (core NATS)
  * - `<prefix>.resync`               a process reconnected to NATS: look in Postgres for what was lost (core NATS)
+ * - `<prefix>.persisters`           a persister joined, left or let partitions go: rebalance now (core NATS)
  */
 export class Subjects {
-  constructor(readonly prefix: string) {}
+  constructor(
+    readonly prefix: string,
+    /** The log's partition count (RS_PARTITIONS, checked against the log at start). */
+    readonly partitions: number = DEFAULT_PARTITIONS,
+  ) {}
 
   /** Wildcard covering the whole ingest log; the JetStream stream's subject. */
   get logAll(): string {
     return `${this.prefix}.log.>`;
   }
   log(threadId: string, runId: string): string {
-    return `${this.prefix}.log.${threadId}.${runId}`;
+    return `${this.prefix}.log.${partitionOf(threadId, this.partitions)}.${threadId}.${runId}`;
   }
   /** Every log subject of a thread (all its runs), for purging a deleted thread. */
   logOfThread(threadId: string): string {
-    return `${this.prefix}.log.${threadId}.>`;
+    return `${this.prefix}.log.${partitionOf(threadId, this.partitions)}.${threadId}.*`;
   }
-  /** Thread id from a log subject. */
-  threadOfLog(subject: string): string {
-    const start = this.prefix.length + 5;
-    return subject.slice(start, subject.indexOf('.', start));
+  /** Every log subject of a partition: what its persister reads. */
+  logOfPartition(partition: number): string {
+    return `${this.prefix}.log.${partition}.*.*`;
+  }
+  /** The log subjects of before partitions (two tokens after `log`, where partitions have three). */
+  get legacyLogAll(): string {
+    return `${this.prefix}.log.*.*`;
+  }
+  legacyLog(threadId: string, runId: string): string {
+    return `${this.prefix}.log.${threadId}.${runId}`;
+  }
+  legacyLogOfThread(threadId: string): string {
+    return `${this.prefix}.log.${threadId}.*`;
   }
   events(threadId: string): string {
     return `${this.prefix}.ev.${threadId}`;
@@ -40,6 +59,10 @@ export class Subjects {
   /** Reconnect notices (log/resync.ts). */
   get resync(): string {
     return `${this.prefix}.resync`;
+  }
+  /** Rebalance notices among persisters (persist/persister.ts). */
+  get persisters(): string {
+    return `${this.prefix}.persisters`;
   }
   /** Control messages (cancel requests) for the producer of a run. */
   control(threadId: string, runId: string): string {

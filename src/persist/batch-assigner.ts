@@ -2,6 +2,8 @@
  * Stores a whole multi-thread batch in ONE READ COMMITTED transaction, with a constant
  * number of set-based statements whatever the number of threads. Per thread, the result
  * is exactly what storing each thread's events alone, one thread after another, returns:
+ *  0. the caller's fence, when given: the persister's partition leases and positions, which
+ *     aborts the transaction when a lease was taken over (leases.ts);
  *  1. the threads' advisory locks, one statement, taken in key order (so two persisters
  *     with overlapping thread sets cannot deadlock); the statements after it take their
  *     snapshots once every earlier writer of those threads has committed;
@@ -121,6 +123,7 @@ interface ThreadState {
 export async function storeBatch(
   client: pg.ClientBase,
   groups: ReadonlyMap<string, readonly PendingEvent[]>,
+  fence?: (client: pg.ClientBase) => Promise<void>,
 ): Promise<Map<string, ThreadBatchResult>> {
   const results = new Map<string, ThreadBatchResult>();
   if (groups.size === 0) return results;
@@ -150,6 +153,8 @@ export async function storeBatch(
 
   await client.query('BEGIN');
   try {
+    // The persister's proof that it still owns the batch's partitions (leases.ts), first.
+    await fence?.(client);
     await client.query({ name: 'rs_batch_lock', text: LOCK_SQL, values: [threadIds] });
     const existing = await client.query<{
       thread_id: string;

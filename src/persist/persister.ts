@@ -1,32 +1,58 @@
 /**
- * The persister: reads the JetStream log strictly in order, stores each thread's events
- * with gap-free seqs (see seq-assigner.ts), announces what it committed, and then moves
- * its checkpoint (see checkpoint.ts).
+ * The persister: stores the partitions of the log it holds leases on (leases.ts), each in
+ * log order, with gap-free seqs per thread (batch-assigner.ts); announces what it committed.
  *
- * It reads with an ordered consumer from checkpoint + 1, so a crash at any point replays
- * from a position, in log order: events already committed come back as duplicates and
- * take no seq. Messages are gathered while the previous batch is being stored, so
- * batches grow with load; a batch's threads are all stored in one transaction with a
- * constant number of statements (batch-assigner.ts), and a batch is finished before the
- * next starts, so every thread's events are stored in log order. A failure (Postgres away,
- * a lost connection) retries the whole batch with backoff: the persister pauses and
- * resumes by itself. Reading pauses too (the consumer is only pulled as batches are taken), so memory stays bounded.
+ * Partitions: every thread belongs to one (domain/partition.ts), whose log subjects are
+ * `<prefix>.log.<p>.<thread>.<run>`. The persisters alive divide the partitions evenly: each
+ * renews its leases every fifth of the lease, takes free partitions up to its share
+ * (partitions / persisters alive), and lets go of those beyond it, so a persister that joins
+ * gets its share within a few renewals, one that stops (SIGTERM) hands its partitions over at
+ * once, and the partitions of one that died are taken over once their leases run out.
+ *
+ * A partition is read with an ordered consumer from its position + 1, so a crash or a
+ * handover replays from a position, in log order: events already committed come back as
+ * duplicates and take no seq. Messages of every partition held go into one queue while the
+ * previous batch is stored, so batches grow with load; a batch's threads are all stored in
+ * one transaction that starts with the fence (leases.ts: proves every lease and moves the
+ * positions), and a batch is finished before the next starts, so every thread's events are
+ * stored in log order. A fenced batch (a lease was taken over) commits nothing: that
+ * partition is dropped and the rest of the batch stored. Any other failure (Postgres away, a
+ * lost connection) retries the batch with backoff; a persister that cannot renew its leases
+ * for a whole lease period drops them and takes partitions again once Postgres answers.
+ * Reading pauses while the queue is full, so memory stays bounded.
  */
 import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
 import { type ConsumerMessages, DeliverPolicy, type JetStreamClient, type JsMsg } from '@nats-io/jetstream';
-import { headers, type NatsConnection } from '@nats-io/transport-node';
+import { headers, type NatsConnection, type Subscription } from '@nats-io/transport-node';
 import type pg from 'pg';
 import type { LogBounds } from '../domain/cursor.js';
 import type { LogRecord } from '../domain/event.js';
 import { COMMITTED_AT_HEADER, chunkEvents, encodeReceipts } from '../log/announcements.js';
 import { maxBodyBytes } from '../log/connection.js';
 import { decodeLogMessage } from '../log/log-batch.js';
+import { partitionStream, streamBounds } from '../log/streams.js';
 import type { Subjects } from '../log/subjects.js';
 import type { Logger } from '../logger.js';
 import { type Metrics, secondsSince } from '../metrics.js';
 import { endWith, startSpan, traceLinks } from '../tracing.js';
 import { storeBatch } from './batch-assigner.js';
 import { readCheckpoint, saveCheckpoint } from './checkpoint.js';
+import {
+  acquire,
+  ensureLayout,
+  FencedError,
+  type FenceEntry,
+  fence,
+  heartbeat,
+  type Lease,
+  type LeaseScope,
+  leave,
+  markLegacyDrained,
+  release,
+  renew,
+  restoreMissing,
+} from './leases.js';
 import { REJECTED_EVENT_TYPE, rejectionOf } from './poison.js';
 import { withClient } from './pool-client.js';
 import type { PendingEvent, Rejection, ThreadBatchResult } from './seq-assigner.js';
@@ -34,6 +60,8 @@ import type { PendingEvent, Rejection, ThreadBatchResult } from './seq-assigner.
 export const RETRY_BASE_MS = 100;
 export const RETRY_MAX_MS = 5_000;
 export const PULL_EXPIRES_MS = 2_000;
+/** How long one fetch of the older single-subject log waits for messages at an upgrade. */
+const LEGACY_FETCH_EXPIRES_MS = 1_000;
 
 export interface PersisterOptions {
   readonly nc: NatsConnection;
@@ -43,32 +71,74 @@ export interface PersisterOptions {
   readonly streamName: string;
   /** Most events stored in one batch (a batch takes whole log messages, at least one). */
   readonly batchMax: number;
-  /** The log's current extent, to check the checkpoint against at start. */
-  readonly logBounds: () => Promise<LogBounds>;
+  /** How long a lease lasts unrenewed (RS_PERSISTER_LEASE_MS); renewed every fifth of it. */
+  readonly leaseMs: number;
+  /** A partition stream's current extent, to check the partition's position against when it is taken. */
+  readonly logBounds: (partition: number) => Promise<LogBounds>;
   readonly log: Logger;
   /** Batch sizes and commit latencies. */
   readonly metrics?: Metrics | undefined;
 }
 
+/** An event with the partition reader it came from (none: the older single-subject log). */
+interface Pending extends PendingEvent {
+  readonly reader?: PartitionReader | undefined;
+}
+
 /** A log message taken from the log: its offset and its events (none if undecodable). */
 interface Taken {
+  readonly reader: PartitionReader | undefined;
   readonly offset: number;
   readonly records: readonly LogRecord[];
 }
 
+/** One held partition: its lease, its consumer and how far it is stored. */
+class PartitionReader {
+  /** False once the partition is let go or lost: its queued messages are not stored. */
+  current = true;
+  /** Last offset stored. */
+  position: number;
+  /** Last offset taken into the queue. */
+  lastQueued: number;
+  /** Messages of the partition after the last one taken, when it was taken (the server's count). */
+  pending = 0;
+  messages: ConsumerMessages | undefined;
+  reading: Promise<void> | undefined;
+  /** Its consumer was closed to be opened again at once (a NATS reconnect). */
+  reopenNow = false;
+
+  constructor(readonly lease: Lease) {
+    this.position = lease.lastOffset;
+    this.lastQueued = lease.lastOffset;
+  }
+
+  get partition(): number {
+    return this.lease.partition;
+  }
+}
+
 export class Persister implements AsyncDisposable {
   readonly #o: PersisterOptions;
-  #messages: ConsumerMessages | undefined;
-  #reading: Promise<void> | undefined;
+  readonly #scope: LeaseScope;
+  readonly #readers = new Map<number, PartitionReader>();
   #queue: Taken[] = [];
   /** Events in the queue. */
   #queuedEvents = 0;
   #draining: Promise<void> | undefined;
-  /** Resolves the reader when the queue has room again. */
-  #room: (() => void) | undefined;
+  /** The batch being stored, if any. */
+  #inflight: Promise<void> | undefined;
+  /** Log messages taken and not stored yet (queued or in the batch in hand). */
+  #unstored = 0;
+  /** Readers waiting for room in the queue. */
+  #room: (() => void)[] = [];
   #closed = false;
-  /** Log offset of the last message taken into the queue. */
-  #lastQueued = 0;
+  #started = false;
+  #notices: Subscription | undefined;
+  #timer: NodeJS.Timeout | undefined;
+  #ticking: Promise<void> | undefined;
+  #tickAgain = false;
+  /** When the last renewal that succeeded was sent (performance.now()). */
+  #renewedAt = 0;
   /** Events stored since start (not counting duplicates). */
   storedCount = 0;
   /** Events that turned out to be stored already (replays, retries). */
@@ -77,82 +147,282 @@ export class Persister implements AsyncDisposable {
   rejectedCount = 0;
   /** Refused events whose notice was refused too: only logged. */
   droppedCount = 0;
-  /** Highest log offset stored. */
+  /** Batches that found a lease taken over, and committed nothing. */
+  fencedCount = 0;
+  /** Highest log offset stored (by any partition, or at an upgrade from the older log). */
   position = 0;
 
   constructor(options: PersisterOptions) {
     this.#o = options;
+    this.#scope = {
+      stream: options.streamName,
+      member: `${hostname()}-${process.pid}-${randomBytes(4).toString('hex')}`,
+      leaseMs: options.leaseMs,
+    };
+  }
+
+  /** This persister's id in `log_partitions.owner` and `persister_members`. */
+  get member(): string {
+    return this.#scope.member;
+  }
+
+  /** The partitions held now, lowest first. */
+  get partitions(): number[] {
+    return [...this.#readers.keys()].sort((a, b) => a - b);
+  }
+
+  /** Log messages of the partitions held not stored yet: taken, and left on the server. */
+  get lag(): number {
+    let n = this.#unstored;
+    for (const r of this.#readers.values()) n += r.pending;
+    return n;
   }
 
   async start(): Promise<void> {
-    this.position = await readCheckpoint(this.#o.pool, this.#o.streamName);
-    const bounds = await this.#o.logBounds();
-    if (this.position > bounds.last) {
-      // The stream was recreated under the same name: its sequences start again at 1.
-      // Replaying it whole is safe (whatever is stored comes back as a duplicate).
-      this.#o.log.warn(
-        { checkpoint: this.position, logLast: bounds.last },
-        'checkpoint is past the log; replaying it whole',
-      );
-      this.position = 0;
-    } else if (this.position + 1 < bounds.first) {
-      this.#o.log.error(
-        { checkpoint: this.position, logFirst: bounds.first, lost: bounds.first - this.position - 1 },
-        'log messages expired (stream max age / limits) before they were persisted',
-      );
-    }
-    this.#lastQueued = this.position;
-    const first = await this.#openConsumer();
-    this.#reading = this.#readForever(first);
-    this.#o.log.info({ from: this.position + 1 }, 'persister reading the log');
+    const { pool, streamName, subjects, nc } = this.#o;
+    const layout = await ensureLayout(pool, streamName, subjects.partitions);
+    if (!layout.legacyDrained) await this.#drainLegacy();
+    this.#started = true;
+    this.#notices = nc.subscribe(subjects.persisters, { callback: () => this.#kick() });
+    void this.#watchConnection();
+    await this.#runTick();
+    // The others count this persister from now on: they let go of what is beyond their share.
+    this.#notify();
+    this.#o.log.info({ member: this.member, partitions: this.partitions.length }, 'persister started');
   }
 
-  /** An ordered consumer from the message after the last one taken. */
-  async #openConsumer(): Promise<ConsumerMessages> {
-    const consumer = await this.#o.js.consumers.get(this.#o.streamName, {
+  /**
+   * After a reconnect (a NATS restart, or this connection moved to another node of a cluster)
+   * the server may have forgotten the open pulls, and the client would notice only by missed
+   * heartbeats: every partition's consumer is opened again at once instead.
+   */
+  async #watchConnection(): Promise<void> {
+    try {
+      for await (const s of this.#o.nc.status()) {
+        if (this.#closed) return;
+        if (s.type !== 'reconnect') continue;
+        for (const r of this.#readers.values()) {
+          r.reopenNow = true;
+          r.messages?.close().catch(() => undefined);
+        }
+      }
+    } catch {
+      // The connection closed.
+    }
+  }
+
+  #notify(): void {
+    try {
+      this.#o.nc.publish(this.#o.subjects.persisters);
+    } catch {
+      // The others rebalance at their next renewal anyway.
+    }
+  }
+
+  /** A rebalance now (a notice from another persister), or as soon as the one running ends. */
+  #kick(): void {
+    if (this.#closed || !this.#started) return;
+    if (this.#ticking) this.#tickAgain = true;
+    else this.#schedule(0);
+  }
+
+  #schedule(delayMs: number): void {
+    clearTimeout(this.#timer);
+    if (this.#closed) return;
+    this.#timer = setTimeout(() => void this.#runTick(), delayMs);
+    this.#timer.unref?.();
+  }
+
+  #runTick(): Promise<void> {
+    if (this.#ticking) return this.#ticking;
+    this.#ticking = this.#tick().finally(() => {
+      this.#ticking = undefined;
+      const again = this.#tickAgain;
+      this.#tickAgain = false;
+      this.#schedule(again ? 0 : this.#o.leaseMs / 5);
+    });
+    return this.#ticking;
+  }
+
+  /** Renews the leases held, drops those lost, and takes or lets go of partitions to the fair share. */
+  async #tick(): Promise<void> {
+    if (this.#closed) return;
+    const { pool, log, subjects } = this.#o;
+    const sentAt = performance.now();
+    try {
+      const { live, rows } = await heartbeat(pool, this.#scope);
+      if (rows !== subjects.partitions) await this.#restoreLeases(rows);
+      const held = await renew(
+        pool,
+        this.#scope,
+        [...this.#readers.values()].map((r) => r.lease),
+      );
+      this.#renewedAt = sentAt;
+      for (const r of [...this.#readers.values()]) {
+        if (!held.has(r.partition)) await this.#drop(r, 'its lease was taken over');
+      }
+      if (this.#closed) return;
+      const share = Math.ceil(subjects.partitions / live);
+      if (this.#readers.size > share) {
+        const extra = [...this.#readers.values()].sort((a, b) => b.partition - a.partition);
+        await this.#letGo(extra.slice(0, this.#readers.size - share));
+      } else if (this.#readers.size < share) {
+        const taken = await acquire(pool, this.#scope, share - this.#readers.size);
+        if (taken.length > 0) await this.#startReaders(taken);
+      }
+    } catch (err) {
+      log.warn({ err: (err as Error).message }, 'could not renew the partition leases');
+      if (this.#readers.size > 0 && performance.now() - this.#renewedAt >= this.#o.leaseMs) {
+        // Others may hold them by now: stop reading; they are taken again once Postgres answers.
+        for (const r of [...this.#readers.values()]) await this.#drop(r, 'its lease could not be renewed');
+      }
+    }
+  }
+
+  /** The lease store lost rows (wiped or edited by hand): say so, and make the missing ones again. */
+  async #restoreLeases(rows: number): Promise<void> {
+    const { pool, streamName, subjects, log } = this.#o;
+    const made = await restoreMissing(pool, streamName, subjects.partitions);
+    if (made.length > 0 || rows > subjects.partitions) {
+      log.error(
+        { stream: streamName, rows, partitions: subjects.partitions, restored: made },
+        `log_partitions holds ${rows} rows for stream ${streamName}, not RS_PARTITIONS=${subjects.partitions}: ` +
+          'the lease store was changed outside runstream; missing partitions are made again at position 0 ' +
+          '(their logs replay, and what is stored comes back as duplicates)',
+      );
+    }
+  }
+
+  async #startReaders(leases: readonly Lease[]): Promise<void> {
+    if (this.#closed) {
+      await release(this.#o.pool, this.#scope, leases);
+      return;
+    }
+    await Promise.all(
+      leases.map(async (lease) => {
+        const bounds = await this.#o.logBounds(lease.partition);
+        const reader = new PartitionReader(lease);
+        if (reader.position > bounds.last) {
+          // The stream was recreated under the same name: its sequences start again at 1.
+          // Replaying it whole is safe (whatever is stored comes back as a duplicate).
+          this.#o.log.warn(
+            { partition: lease.partition, position: reader.position, logLast: bounds.last },
+            'partition position is past the log; replaying it whole',
+          );
+          reader.position = 0;
+          reader.lastQueued = 0;
+        } else if (reader.position + 1 < bounds.first) {
+          this.#o.log.error(
+            { partition: lease.partition, position: reader.position, logFirst: bounds.first },
+            'log messages expired (stream max age / limits) before they were persisted',
+          );
+        }
+        this.#readers.set(lease.partition, reader);
+        reader.reading = this.#readForever(reader);
+      }),
+    );
+    this.#o.log.info(
+      { partitions: leases.map((l) => l.partition), held: this.#readers.size },
+      'took partitions',
+    );
+  }
+
+  /** Lets partitions go: stops reading them, stores what is in hand, then releases their leases. */
+  async #letGo(readers: readonly PartitionReader[]): Promise<void> {
+    for (const r of readers) await this.#stopReader(r);
+    await this.#inflight?.catch(() => undefined);
+    await release(
+      this.#o.pool,
+      this.#scope,
+      readers.map((r) => r.lease),
+    );
+    this.#o.log.info({ partitions: readers.map((r) => r.partition) }, 'let partitions go');
+    this.#notify();
+  }
+
+  /** A partition lost (taken over, or its lease not renewed): stop it, store nothing more of it. */
+  async #drop(r: PartitionReader, why: string): Promise<void> {
+    this.#o.log.warn({ partition: r.partition, epoch: r.lease.epoch }, `dropped a partition: ${why}`);
+    await this.#stopReader(r);
+  }
+
+  async #stopReader(r: PartitionReader): Promise<void> {
+    if (this.#readers.get(r.partition) === r) this.#readers.delete(r.partition);
+    r.current = false;
+    this.#queue = this.#queue.filter((t) => {
+      if (t.reader !== r) return true;
+      this.#queuedEvents -= t.records.length;
+      this.#unstored--;
+      return false;
+    });
+    this.#wake();
+    await r.messages?.close().catch(() => undefined);
+    await r.reading?.catch(() => undefined);
+  }
+
+  /** An ordered consumer of a partition from the message after the last one taken; undefined if let go meanwhile. */
+  async #openConsumer(r: PartitionReader): Promise<ConsumerMessages | undefined> {
+    const consumer = await this.#o.js.consumers.get(partitionStream(this.#o.streamName, r.partition), {
       // Unique per start: a dead process's consumer lingers until its inactivity threshold.
       name_prefix: `rs-persister-${randomBytes(6).toString('hex')}`,
       deliver_policy: DeliverPolicy.StartSequence,
-      opt_start_seq: this.#lastQueued + 1,
+      opt_start_seq: r.lastQueued + 1,
     });
     // Short pulls: after a NATS restart the server has forgotten the open pull request,
     // and the client notices only by missed heartbeats (half the pull's expiry).
-    this.#messages = await consumer.consume({ max_messages: this.#o.batchMax, expires: PULL_EXPIRES_MS });
-    return this.#messages;
+    const messages = await consumer.consume({ max_messages: this.#o.batchMax, expires: PULL_EXPIRES_MS });
+    if (!r.current || this.#closed) {
+      // Let go while opening. (Not awaited: closing messages never iterated waits for ever.)
+      messages.close().catch(() => undefined);
+      return undefined;
+    }
+    r.messages = messages;
+    return messages;
   }
 
-  /** Reads until closed; if the consumer ever ends on its own, opens a new one where it stopped. */
-  async #readForever(first: ConsumerMessages): Promise<void> {
-    let messages: ConsumerMessages | undefined = first;
-    while (!this.#closed) {
+  /** Reads a partition until it is let go; if its consumer ends on its own, opens one where it stopped. */
+  async #readForever(r: PartitionReader): Promise<void> {
+    while (r.current && !this.#closed) {
       try {
-        messages ??= await this.#openConsumer();
-        await this.#read(messages);
+        const messages = await this.#openConsumer(r);
+        if (messages) await this.#read(r, messages);
       } catch (err) {
-        this.#o.log.warn({ err: (err as Error).message }, 'reading the log failed');
+        this.#o.log.warn({ err: (err as Error).message, partition: r.partition }, 'reading the log failed');
       }
-      messages = undefined;
-      if (this.#closed) return;
-      this.#o.log.warn({ from: this.#lastQueued + 1 }, 'log reader stopped; reopening');
-      await new Promise((r) => setTimeout(r, RETRY_MAX_MS / 5));
+      if (!r.current || this.#closed) return;
+      if (r.reopenNow) {
+        r.reopenNow = false;
+        continue;
+      }
+      this.#o.log.warn({ partition: r.partition, from: r.lastQueued + 1 }, 'log reader stopped; reopening');
+      await new Promise((resolve) => setTimeout(resolve, RETRY_MAX_MS / 5));
     }
   }
 
-  async #read(messages: ConsumerMessages): Promise<void> {
+  async #read(r: PartitionReader, messages: ConsumerMessages): Promise<void> {
     for await (const m of messages) {
-      if (this.#closed) break;
-      if (m.seq <= this.#lastQueued) continue; // already taken before a reopen
-      this.#lastQueued = m.seq;
-      const taken = this.#decode(m);
-      this.#queue.push(taken);
-      this.#queuedEvents += taken.records.length;
-      this.#draining ??= new Promise<void>((resolve) => setImmediate(resolve)).then(() => this.#drain());
-      if (this.#queuedEvents >= this.#o.batchMax * 2) {
-        await new Promise<void>((resolve) => {
-          this.#room = resolve;
-        });
+      if (this.#closed || !r.current) break;
+      if (m.seq <= r.lastQueued) continue; // already taken before a reopen
+      r.lastQueued = m.seq;
+      r.pending = m.info.pending;
+      this.#enqueue(this.#decode(m, r));
+      while (this.#queuedEvents >= this.#o.batchMax * 2 && r.current && !this.#closed) {
+        await new Promise<void>((resolve) => this.#room.push(resolve));
       }
     }
+  }
+
+  #enqueue(taken: Taken): void {
+    this.#queue.push(taken);
+    this.#queuedEvents += taken.records.length;
+    this.#unstored++;
+    this.#draining ??= new Promise<void>((resolve) => setImmediate(resolve)).then(() => this.#drain());
+  }
+
+  #wake(): void {
+    const waiting = this.#room;
+    this.#room = [];
+    for (const resolve of waiting) resolve();
   }
 
   async #drain(): Promise<void> {
@@ -169,46 +439,68 @@ export class Persister implements AsyncDisposable {
         }
         const batch = this.#queue.splice(0, n);
         this.#queuedEvents -= events;
-        this.#room?.();
-        this.#room = undefined;
-        await this.#storeBatch(batch);
+        this.#wake();
+        this.#inflight = this.#storeBatch(batch);
+        try {
+          await this.#inflight;
+        } finally {
+          this.#inflight = undefined;
+          this.#unstored -= batch.length;
+        }
       }
     } finally {
       this.#draining = undefined;
     }
   }
 
-  #decode(m: JsMsg): Taken {
+  #decode(m: JsMsg, reader: PartitionReader | undefined): Taken {
     try {
-      return { offset: m.seq, records: decodeLogMessage(m.string()) };
+      return { reader, offset: m.seq, records: decodeLogMessage(m.string()) };
     } catch (err) {
       // Not something ingest wrote: nothing to store, and it must not block the log.
       this.#o.log.error({ err, subject: m.subject, offset: m.seq }, 'skipping undecodable log message');
-      return { offset: m.seq, records: [] };
+      return { reader, offset: m.seq, records: [] };
     }
   }
 
+  /** Stores a batch of held partitions' messages; a partition found taken over is dropped from it. */
   async #storeBatch(batch: readonly Taken[]): Promise<void> {
-    const events: PendingEvent[] = [];
-    for (const m of batch) for (const record of m.records) events.push({ record, offset: m.offset });
-    if (!(await this.#store(events))) return; // closing: replayed from the checkpoint next time
-    const last = (batch[batch.length - 1] as Taken).offset;
-    this.position = last;
-    // Losing this write only means replaying a little more after a crash.
-    await saveCheckpoint(this.#o.pool, this.#o.streamName, last).catch((err: unknown) =>
-      this.#o.log.warn({ err: (err as Error).message }, 'could not save the persister checkpoint'),
-    );
+    let items = batch.filter((t) => t.reader?.current);
+    while (items.length > 0) {
+      const events: Pending[] = [];
+      for (const t of items)
+        for (const record of t.records) events.push({ record, offset: t.offset, reader: t.reader });
+      const entries = fenceEntries(items);
+      try {
+        if (!(await this.#store(events, entries))) return; // closing: replayed from the position next time
+        for (const e of entries) {
+          const r = this.#readers.get(e.partition);
+          if (r?.lease.epoch === e.epoch) r.position = e.upto;
+          this.position = Math.max(this.position, e.upto);
+        }
+        return;
+      } catch (err) {
+        if (!(err instanceof FencedError)) throw err;
+        this.fencedCount++;
+        const lost = new Set(err.lost.map((l) => `${l.partition}/${l.epoch}`));
+        for (const r of new Set(items.map((t) => t.reader as PartitionReader))) {
+          if (lost.has(`${r.partition}/${r.lease.epoch}`)) await this.#drop(r, 'its lease was taken over');
+        }
+        items = items.filter((t) => t.reader?.current);
+      }
+    }
   }
 
   /**
-   * Stores events (in log order) in one transaction and announces them per thread; false
-   * if given up because the persister is closing. A failure that is Postgres refusing the
-   * data splits the events in two halves stored one after the other (so each thread keeps
-   * its log order), down to the one refused event, which is dead-lettered (poison.ts);
-   * any other failure (Postgres away, a lost connection) is retried with backoff.
+   * Stores events (in log order) in one transaction whose fence proves `entries`, and
+   * announces them per thread; false if given up because the persister is closing. A failure
+   * that is Postgres refusing the data splits the events in two halves stored one after the
+   * other (so each thread keeps its log order), down to the one refused event, which is
+   * dead-lettered (poison.ts); any other failure (Postgres away, a lost connection) is
+   * retried with backoff. A {@link FencedError} is thrown to the caller.
    */
-  async #store(events: readonly PendingEvent[]): Promise<boolean> {
-    if (events.length === 0) return true;
+  async #store(events: readonly Pending[], entries: readonly FenceEntry[]): Promise<boolean> {
+    if (events.length === 0) return this.#retrying(() => fence(this.#o.pool, this.#scope, entries));
     for (let n = 0; ; n++) {
       try {
         const groups = byThread(events);
@@ -220,7 +512,9 @@ export class Persister implements AsyncDisposable {
         });
         const results = await endWith(
           span,
-          withClient(this.#o.pool, (client) => storeBatch(client, groups)),
+          withClient(this.#o.pool, (client) =>
+            storeBatch(client, groups, (c) => fence(c, this.#scope, entries)),
+          ),
         );
         this.#o.metrics?.persistCommitSeconds.observe(secondsSince(startMs));
         this.#o.metrics?.persistBatchEvents.observe(events.length);
@@ -232,27 +526,53 @@ export class Persister implements AsyncDisposable {
         }
         return true;
       } catch (err) {
+        if (err instanceof FencedError) throw err;
         if (this.#closed) return false;
         const rejection = rejectionOf(err);
-        if (rejection) return this.#isolate(events, rejection);
-        const delay = Math.min(RETRY_MAX_MS, RETRY_BASE_MS * 2 ** Math.min(n, 10));
-        this.#o.log.warn(
-          { err: (err as Error).message, events: events.length, retryInMs: delay },
-          'storing a batch failed; retrying',
-        );
-        await new Promise((r) => setTimeout(r, delay));
-        if (this.#closed) return false;
+        if (rejection) return this.#isolate(events, entries, rejection);
+        if (!(await this.#backoff(n, err, events.length))) return false;
       }
     }
   }
 
+  /** Runs `fn` until it succeeds (a FencedError goes to the caller); false if closing first. */
+  async #retrying(fn: () => Promise<void>): Promise<boolean> {
+    for (let n = 0; ; n++) {
+      try {
+        await fn();
+        return true;
+      } catch (err) {
+        if (err instanceof FencedError) throw err;
+        if (this.#closed || !(await this.#backoff(n, err, 0))) return false;
+      }
+    }
+  }
+
+  /** Waits before retry `n` of a batch; false if the persister closed meanwhile. */
+  async #backoff(n: number, err: unknown, events: number): Promise<boolean> {
+    const delay = Math.min(RETRY_MAX_MS, RETRY_BASE_MS * 2 ** Math.min(n, 10));
+    this.#o.log.warn(
+      { err: (err as Error).message, events, retryInMs: delay },
+      'storing a batch failed; retrying',
+    );
+    await new Promise((r) => setTimeout(r, delay));
+    return !this.#closed;
+  }
+
   /** Postgres refused something in `events`: store the halves apart, or reject the one event. */
-  async #isolate(events: readonly PendingEvent[], rejection: Rejection): Promise<boolean> {
+  async #isolate(
+    events: readonly Pending[],
+    entries: readonly FenceEntry[],
+    rejection: Rejection,
+  ): Promise<boolean> {
     if (events.length > 1) {
       const half = Math.ceil(events.length / 2);
-      return (await this.#store(events.slice(0, half))) && (await this.#store(events.slice(half)));
+      const first = events.slice(0, half);
+      const second = events.slice(half);
+      // The first half moves its partitions' positions only as far as its own events.
+      return (await this.#store(first, entriesOf(first))) && (await this.#store(second, entries));
     }
-    const p = events[0] as PendingEvent;
+    const p = events[0] as Pending;
     if (p.rejection) {
       // The notice and the dead letter were refused too: nothing more can be done with it.
       this.droppedCount++;
@@ -260,14 +580,14 @@ export class Persister implements AsyncDisposable {
         { threadId: p.record.thread_id, eventId: p.record.event_id, offset: p.offset, ...rejection },
         'event and its rejection notice refused by the store; event dropped',
       );
-      return true;
+      return this.#retrying(() => fence(this.#o.pool, this.#scope, entries));
     }
     this.rejectedCount++;
     this.#o.log.error(
       { threadId: p.record.thread_id, eventId: p.record.event_id, offset: p.offset, ...rejection },
       'event refused by the store: dead-lettered, a notice stored in its place',
     );
-    return this.#store([{ ...p, rejection }]);
+    return this.#store([{ ...p, rejection }], entries);
   }
 
   #count(batch: readonly PendingEvent[], result: ThreadBatchResult): void {
@@ -300,14 +620,87 @@ export class Persister implements AsyncDisposable {
     }
   }
 
-  /** Stops reading and waits for the batch in hand to be stored. */
+  /**
+   * The log from before partitions (`<prefix>.log.<thread>.<run>`), stored once at an
+   * upgrade, before any partition is read, so a run that spans the upgrade keeps its order.
+   * One persister does it (a session advisory lock); the others wait for it.
+   */
+  async #drainLegacy(): Promise<void> {
+    const { pool, js, streamName, log, batchMax } = this.#o;
+    await withClient(pool, async (lock) => {
+      await lock.query("SELECT pg_advisory_lock(hashtextextended('rs-legacy:' || $1, 0))", [streamName]);
+      try {
+        const { rows } = await lock.query<{ legacy_drained: boolean }>(
+          'SELECT legacy_drained FROM log_layout WHERE stream = $1',
+          [streamName],
+        );
+        if (rows[0]?.legacy_drained) return;
+        // The stream named RS_STREAM itself, if there is one (log/streams.ts).
+        const bounds = await streamBounds(await js.jetstreamManager(), streamName);
+        let from = await readCheckpoint(pool, streamName);
+        if (bounds && bounds.last > from) {
+          log.info({ from: from + 1, to: bounds.last }, 'storing the log written before partitions');
+          const consumer = await js.consumers.get(streamName, {
+            name_prefix: `rs-persister-legacy-${randomBytes(6).toString('hex')}`,
+            deliver_policy: DeliverPolicy.StartSequence,
+            opt_start_seq: from + 1,
+          });
+          for (let pending = 1; pending > 0 && !this.#closed; ) {
+            const batch: Taken[] = [];
+            for await (const m of await consumer.fetch({
+              max_messages: batchMax,
+              expires: LEGACY_FETCH_EXPIRES_MS,
+            })) {
+              batch.push(this.#decode(m, undefined));
+              pending = m.info.pending;
+            }
+            if (batch.length === 0) break;
+            const events: Pending[] = [];
+            for (const t of batch) for (const record of t.records) events.push({ record, offset: t.offset });
+            if (!(await this.#store(events, []))) return;
+            from = (batch[batch.length - 1] as Taken).offset;
+            this.position = Math.max(this.position, from);
+            await saveCheckpoint(pool, streamName, from);
+            log.info({ upto: from, left: pending }, 'stored part of the log written before partitions');
+          }
+        }
+        if (!this.#closed) await markLegacyDrained(pool, streamName);
+      } finally {
+        await lock.query("SELECT pg_advisory_unlock(hashtextextended('rs-legacy:' || $1, 0))", [streamName]);
+      }
+    });
+  }
+
+  /**
+   * Stops reading, stores the batch in hand, and hands every partition over: its leases
+   * released and itself gone from the members, so the others take them at once.
+   */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    this.#room?.();
-    await this.#messages?.close().catch(() => undefined);
+    clearTimeout(this.#timer);
+    await this.#ticking?.catch(() => undefined);
+    this.#notices?.unsubscribe();
+    this.#wake();
+    const readers = [...this.#readers.values()];
+    for (const r of readers) r.current = false;
+    await Promise.all(readers.map((r) => r.messages?.close().catch(() => undefined)));
     await this.#draining;
-    await this.#reading?.catch(() => undefined);
+    await Promise.all(readers.map((r) => r.reading?.catch(() => undefined)));
+    if (!this.#started) return;
+    try {
+      await release(
+        this.#o.pool,
+        this.#scope,
+        readers.map((r) => r.lease),
+      );
+      await leave(this.#o.pool, this.#scope);
+      this.#notify();
+    } catch (err) {
+      // Their leases run out instead.
+      this.#o.log.warn({ err: (err as Error).message }, 'could not hand the partitions over');
+    }
+    this.#readers.clear();
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
@@ -315,9 +708,21 @@ export class Persister implements AsyncDisposable {
   }
 }
 
+/** Per reader in `items`, its lease and the last offset among them. */
+function fenceEntries(items: readonly Taken[]): FenceEntry[] {
+  const upto = new Map<PartitionReader, number>();
+  for (const t of items) if (t.reader) upto.set(t.reader, Math.max(upto.get(t.reader) ?? 0, t.offset));
+  return [...upto].map(([r, offset]) => ({ partition: r.partition, epoch: r.lease.epoch, upto: offset }));
+}
+
+/** Likewise for events. */
+function entriesOf(events: readonly Pending[]): FenceEntry[] {
+  return fenceEntries(events.map((e) => ({ reader: e.reader, offset: e.offset, records: [] })));
+}
+
 /** Events by thread, each thread's in log order. */
-function byThread(events: readonly PendingEvent[]): Map<string, PendingEvent[]> {
-  const groups = new Map<string, PendingEvent[]>();
+function byThread(events: readonly Pending[]): Map<string, Pending[]> {
+  const groups = new Map<string, Pending[]>();
   for (const p of events) {
     const g = groups.get(p.record.thread_id);
     if (g) g.push(p);

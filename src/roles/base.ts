@@ -11,12 +11,18 @@ import { createAuthenticator, logAuthMode } from '../auth/jwt.js';
 import type { Authenticator } from '../auth/principal.js';
 import type { Config } from '../config.js';
 import type { LogBounds } from '../domain/cursor.js';
+import { partitionOf } from '../domain/partition.js';
 import { GrpcServer } from '../grpc/server.js';
 import { Router } from '../http/router.js';
 import { connectNats, maxBodyBytes } from '../log/connection.js';
+import {
+  JETSTREAM_START_ATTEMPT_TIMEOUT_MS,
+  JetStreamProbe,
+  untilJetStreamAnswers,
+} from '../log/jetstream-health.js';
 import { LOG_EVENT_OVERHEAD_BYTES, LOG_MESSAGE_OVERHEAD_BYTES } from '../log/log-batch.js';
 import { Resync } from '../log/resync.js';
-import { ensureLogStream } from '../log/streams.js';
+import { ensureLogStream, partitionStream } from '../log/streams.js';
 import { Subjects } from '../log/subjects.js';
 import type { Logger } from '../logger.js';
 import { Metrics } from '../metrics.js';
@@ -40,8 +46,10 @@ export interface Base {
   readonly jsm: JetStreamManager;
   readonly js: JetStreamClient;
   readonly subjects: Subjects;
-  /** The JetStream log's current extent. */
-  readonly logBounds: () => Promise<LogBounds>;
+  /** The current extent of a partition's log stream. */
+  readonly logBounds: (partition: number) => Promise<LogBounds>;
+  /** The current extent of a thread's log (its partition's stream). */
+  readonly threadLogBounds: (threadId: string) => Promise<LogBounds>;
   /** Fires after a NATS reconnect, this process's or a peer's (log/resync.ts). */
   readonly resync: Resync;
   readonly router: Router;
@@ -65,6 +73,9 @@ export async function startBase(config: Config, log: Logger, closers: Closers): 
     max: config.pgPoolSize,
     application_name: 'runstream',
     connectionTimeoutMillis: 5_000,
+    // A transaction left open by a stalled process (a persister stopped mid-batch) holds its
+    // partitions' lease rows: Postgres ends it, so they can be taken over within a lease.
+    idle_in_transaction_session_timeout: config.persisterLeaseMs,
   });
   // An idle client dropped by a Postgres restart must not crash the process.
   pool.on('error', (err) => log.warn({ err: err.message }, 'postgres client error'));
@@ -93,15 +104,32 @@ export async function startBase(config: Config, log: Logger, closers: Closers): 
     await nc.drain().catch(() => nc.close());
   });
   checkEventsFitTheLog(config, maxBodyBytes(nc));
-  const jsm = await jetstreamManager(nc);
-  const subjects = new Subjects(config.subjectPrefix);
-  await ensureLogStream(jsm, {
-    streamName: config.streamName,
-    subjects,
-    maxAgeMs: config.streamMaxAgeMs,
-    duplicateWindowMs: config.duplicateWindowMs,
-    replicas: config.streamReplicas,
-  });
+  const subjects = new Subjects(config.subjectPrefix, config.partitions);
+  // A cluster electing a leader (a node just died, quorum intact) answers nothing for a few
+  // seconds: wait for it rather than exit.
+  const jsm = await untilJetStreamAnswers(
+    'start-up',
+    async () => {
+      // A short timeout per attempt: a request sent while there is no leader is never
+      // answered, even once one is elected, so a long one only delays the start.
+      await ensureLogStream(await jetstreamManager(nc, { timeout: JETSTREAM_START_ATTEMPT_TIMEOUT_MS }), {
+        streamName: config.streamName,
+        subjects,
+        maxAgeMs: config.streamMaxAgeMs,
+        duplicateWindowMs: config.duplicateWindowMs,
+        replicas: config.streamReplicas,
+      });
+      return jetstreamManager(nc);
+    },
+    log,
+    stopWaiting.signal,
+  );
+  const logBounds = async (p: number): Promise<LogBounds> => {
+    const { state } = await jsm.streams.info(partitionStream(config.streamName, p));
+    return { first: state.first_seq, last: state.last_seq };
+  };
+  // Readiness asks partition 0's stream for its leader: no quorum, no answer.
+  const jetStream = new JetStreamProbe(nc, partitionStream(config.streamName, 0));
   const resync = new Resync(nc, subjects.resync, log.child({ stage: 'resync' }));
   resync.start();
   closers.push(async () => resync.close());
@@ -122,10 +150,8 @@ export async function startBase(config: Config, log: Logger, closers: Closers): 
     jsm,
     js: jetstream(nc),
     subjects,
-    logBounds: async () => {
-      const { state } = await jsm.streams.info(config.streamName);
-      return { first: state.first_seq, last: state.last_seq };
-    },
+    logBounds,
+    threadLogBounds: (threadId) => logBounds(partitionOf(threadId, config.partitions)),
     resync,
     router: new Router(),
     grpc,
@@ -135,7 +161,8 @@ export async function startBase(config: Config, log: Logger, closers: Closers): 
       if (!databaseReady || nc.isClosed() || nc.isDraining()) return false;
       await pool.query('SELECT 1');
       await nc.flush();
-      return true;
+      // Connected is not enough: a cluster without quorum takes connections but stores nothing.
+      return jetStream.answers();
     },
   };
 }

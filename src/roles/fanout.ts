@@ -75,7 +75,7 @@ export function startFanoutRole(b: Base, control: RunControl): Fanout {
   const held = new ByteCount();
   const budget = new QueueBudget(config.fanoutMaxQueuedBytes);
   const resources: SubscriptionResources = {
-    logBounds: b.logBounds,
+    logBounds: b.threadLogBounds,
     pool: readPool,
     feeds,
     deletions,

@@ -16,6 +16,8 @@ import type { Base } from './base.js';
 
 /** How long a thread's receipt subscription outlives its last PERSISTED request. */
 const RECEIPT_LINGER_MS = 30_000;
+/** When the waiting PERSISTED requests look their events up a second time after a resync. */
+const RESYNC_RECHECK_AGAIN_MS = 1_000;
 
 export function startIngestRole(b: Base): void {
   const { config, nc, subjects, pool, log } = b;
@@ -28,17 +30,25 @@ export function startIngestRole(b: Base): void {
     log,
     RECEIPT_LINGER_MS,
   );
-  const waiter = new PersistWaiter(receipts, pool, config.persistedAckTimeoutMs);
-  // Receipts lost while NATS moved: the waiting requests look their events up.
+  const waiter = new PersistWaiter(receipts, pool, config.persistedAckTimeoutMs, {
+    log: log.child({ stage: 'ingest' }),
+  });
+  // Receipts lost while NATS moved: the waiting requests look their events up, now and once
+  // more a moment later, when the servers of a cluster all know this node's subscriptions
+  // again (the waiter also looks up by itself whatever waits long).
   b.resync.onResync(() => {
-    waiter
-      .recheck()
-      .catch((err: unknown) =>
-        log.warn({ err: (err as Error).message }, 'resync: could not look up waiting PERSISTED events'),
-      );
+    const recheck = (): void => {
+      waiter
+        .recheck()
+        .catch((err: unknown) =>
+          log.warn({ err: (err as Error).message }, 'resync: could not look up waiting PERSISTED events'),
+        );
+    };
+    recheck();
+    setTimeout(recheck, RESYNC_RECHECK_AGAIN_MS).unref();
   });
   new IngestService({
-    publisher: new LogPublisher(nc, subjects),
+    publisher: new LogPublisher(nc, subjects, undefined, { streamName: config.streamName }),
     deletionHorizon: (threadId, runId) => deletionHorizon(pool, threadId, runId),
     budget: new InflightBudget(config.ingestMaxInflightBytes),
     streamLimits: {

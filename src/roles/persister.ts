@@ -1,4 +1,4 @@
-/** The persister role: reads the log in order and stores it in Postgres (persist/persister.ts). */
+/** The persister role: stores its share of the log's partitions in Postgres (persist/persister.ts). */
 import { DATABASE_RETRY_MAX_MS } from '../persist/migrate.js';
 import { Persister } from '../persist/persister.js';
 import type { Base, Closers } from './base.js';
@@ -11,18 +11,22 @@ export async function startPersisterRole(b: Base, closers: Closers): Promise<Per
     subjects: b.subjects,
     streamName: b.config.streamName,
     batchMax: b.config.persistBatchMax,
+    leaseMs: b.config.persisterLeaseMs,
     logBounds: b.logBounds,
     log: b.log.child({ stage: 'persister' }),
     metrics: b.metrics,
   });
   b.metrics.gauge(
     'runstream_persister_lag_messages',
-    "Log messages not yet stored: the log's last offset less the persister's position",
+    "Log messages of this persister's partitions not stored yet",
     [],
-    async (g) => g.set(Math.max(0, (await b.logBounds()).last - persister.position)),
+    (g) => g.set(persister.lag),
   );
-  b.metrics.gauge('runstream_persister_position', 'Last log offset stored (the checkpoint)', [], (g) =>
+  b.metrics.gauge('runstream_persister_position', 'Highest log offset this persister stored', [], (g) =>
     g.set(persister.position),
+  );
+  b.metrics.gauge('runstream_persister_partitions', 'Partitions of the log this persister holds', [], (g) =>
+    g.set(persister.partitions.length),
   );
   if (b.databaseReady()) {
     await persister.start();

@@ -104,7 +104,11 @@ export class FaultBroker implements AsyncDisposable {
     this.#log = createWriteStream(this.logPath, { flags: 'a' });
   }
 
-  static async start(servers: FaultServers, env: Record<string, string> = {}): Promise<FaultBroker> {
+  /** `servers`: any NATS (a single server or a cluster's URL list) and Postgres. */
+  static async start(
+    servers: { readonly nats: { readonly url: string }; readonly pg: { readonly url: string } },
+    env: Record<string, string> = {},
+  ): Promise<FaultBroker> {
     const dir = await mkdtemp(join(tmpdir(), 'rs-fault-broker-'));
     registerTempDir(dir);
     const [grpcPort, httpPort] = [await freePort(), await freePort()];
@@ -166,7 +170,12 @@ export class FaultBroker implements AsyncDisposable {
     });
     this.#child = child;
     this.#exited = new Promise((resolve) => child.once('exit', () => resolve()));
-    process.once('exit', () => child.kill('SIGKILL'));
+    // One listener per live child, not per start: a row that restarts brokers often would pile them up.
+    const killOnExit = (): void => {
+      child.kill('SIGKILL');
+    };
+    process.once('exit', killOnExit);
+    child.once('exit', () => process.off('exit', killOnExit));
     let buffered = '';
     const started = new Promise<void>((resolve, reject) => {
       const timer = setTimeout(
@@ -287,6 +296,8 @@ export class Load {
   readonly firstSent = new Map<string, Map<string, number>>();
   /** Times of successful acks, ascending. */
   readonly ackTimes: number[] = [];
+  /** Per thread: times of its successful acks, ascending. */
+  readonly threadAckTimes = new Map<string, number[]>();
   failures = 0;
   requests = 0;
   #stopped = false;
@@ -296,6 +307,7 @@ export class Load {
   constructor(readonly o: LoadOptions) {
     this.#client = ingestClient(o.target);
     for (const t of o.threads) {
+      this.threadAckTimes.set(t, []);
       this.acked.set(t, new Map());
       this.firstSent.set(t, new Map());
     }
@@ -327,6 +339,17 @@ export class Load {
       if (Date.now() > deadline) throw new Error(`no ${n} acks within ${timeoutMs} ms`);
       await sleep(20);
     }
+  }
+
+  /** ms from `since` until every thread has had an ack at or after it (undefined if one has none). */
+  allThreadsAckedMs(since: number): number | undefined {
+    let worst = 0;
+    for (const times of this.threadAckTimes.values()) {
+      const t = times.find((a) => a >= since);
+      if (t === undefined) return undefined;
+      worst = Math.max(worst, t - since);
+    }
+    return worst;
   }
 
   /** ms from `since` to the first ack at or after it (undefined if none). */
@@ -367,6 +390,7 @@ export class Load {
           const acks = await publish(this.#client, events, this.o.ack, this.o.deadlineMs ?? 5_000);
           const now = Date.now();
           this.ackTimes.push(now);
+          this.threadAckTimes.get(thread)?.push(now);
           acks.forEach((a, j) => {
             acked.set(a.event_id, { i: i + j, seq: Number(a.seq) });
           });

@@ -101,11 +101,13 @@ export class FuzzBroker implements AsyncDisposable {
     opts: { env?: Record<string, string>; config?: Partial<Config> } = {},
   ): Promise<FuzzBroker> {
     const servers = await startServers();
-    const config = brokerConfig(servers, opts.config);
+    // One partition: the models bound every thread's offsets by the whole log's.
+    const overrides = { partitions: 1, ...opts.config };
+    const config = brokerConfig(servers, overrides);
     // LOG_LEVEL stays info: spawnBroker waits for the "runstream started" info line.
     const env = { ...opts.env };
     const proc = await spawnBroker(config, env);
-    const b = new FuzzBroker(servers, config, opts.config, env, proc);
+    const b = new FuzzBroker(servers, config, overrides, env, proc);
     await b.#warm();
     return b;
   }

@@ -31,6 +31,10 @@ export interface NatsServerHandle extends AsyncDisposable {
   stop(): Promise<void>;
   /** SIGKILL, wait for exit (fault tests). */
   kill(): Promise<void>;
+  /** SIGSTOP: the server keeps its connections open and answers nothing (a hung server). */
+  pause(): void;
+  /** SIGCONT after {@link pause}. */
+  resume(): void;
   /** Start again on the same port and store dir (JetStream data survives); resolves once it accepts connections. */
   restart(): Promise<void>;
   /** http://127.0.0.1:<port> of the monitoring endpoint (`/connz`, `/varz`), when started with `monitor`. */
@@ -118,6 +122,7 @@ export async function startNatsServer(opts: StartNatsOptions = {}): Promise<Nats
   const stop = async (): Promise<void> => {
     const r = proc;
     if (!r) return;
+    signal(r, 'SIGCONT');
     await terminate(r, 'SIGTERM', STOP_GRACE_MS);
     proc = undefined;
   };
@@ -142,8 +147,15 @@ export async function startNatsServer(opts: StartNatsOptions = {}): Promise<Nats
     async kill() {
       const r = proc;
       if (!r) return;
+      signal(r, 'SIGCONT');
       await killGroup(r);
       proc = undefined;
+    },
+    pause() {
+      if (proc) signal(proc, 'SIGSTOP');
+    },
+    resume() {
+      if (proc) signal(proc, 'SIGCONT');
     },
     async restart() {
       if (disposed) throw new Error('nats-server handle already disposed');
@@ -160,6 +172,15 @@ export async function startNatsServer(opts: StartNatsOptions = {}): Promise<Nats
       }
     },
   };
+}
+
+/** Signals a server that may have exited meanwhile. */
+function signal(r: Running, sig: NodeJS.Signals): void {
+  try {
+    process.kill(r.pid, sig);
+  } catch {
+    // already gone
+  }
 }
 
 function externalHandle(url: string): NatsServerHandle {
@@ -184,6 +205,10 @@ function externalHandle(url: string): NatsServerHandle {
     monitorUrl: undefined,
     stop: async () => {},
     kill: unsupported('kill'),
+    pause: () => {
+      throw new Error(`nats-server pause() is not possible on the external server from NATS_URL=${url}`);
+    },
+    resume: () => undefined,
     restart: unsupported('restart'),
     [Symbol.asyncDispose]: async () => {},
   };

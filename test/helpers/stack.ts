@@ -6,11 +6,14 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
+import type { JetStreamManager } from '@nats-io/jetstream';
 import pg from 'pg';
 import { type Broker, startBroker } from '../../src/broker.js';
 import { IngestClient } from '../../src/client/ingest-client.js';
 import { WsConnection } from '../../src/client/ws-subscriber.js';
 import { type Config, loadConfig } from '../../src/config.js';
+import { partitionOf } from '../../src/domain/partition.js';
+import { partitionStream } from '../../src/log/streams.js';
 import { createLogger } from '../../src/logger.js';
 import { type NatsServerHandle, startNatsServer } from './nats-server.js';
 import { type PostgresHandle, startPostgres } from './postgres.js';
@@ -43,6 +46,20 @@ export async function startServers(opts: { own?: boolean } = {}): Promise<Server
       await Promise.all([nats[Symbol.asyncDispose](), pgh[Symbol.asyncDispose]()]);
     },
   };
+}
+
+/** The log stream that holds a thread's events (its partition's). */
+export function threadStream(config: Config, threadId: string): string {
+  return partitionStream(config.streamName, partitionOf(threadId, config.partitions));
+}
+
+/** Messages in the whole log: every partition stream. */
+export async function logMessageCount(jsm: JetStreamManager, config: Config): Promise<number> {
+  let n = 0;
+  for (let p = 0; p < config.partitions; p++) {
+    n += (await jsm.streams.info(partitionStream(config.streamName, p))).state.messages;
+  }
+  return n;
 }
 
 /** Broker config for these servers: ephemeral ports, a private stream and subject prefix. */
@@ -118,6 +135,8 @@ export interface BrokerProcess {
   /** SIGKILL, and wait for the exit. */
   kill(): Promise<void>;
   stop(): Promise<void>;
+  /** Everything it wrote to stdout and stderr so far. */
+  output(): string;
 }
 
 export async function spawnBroker(config: Config, env: Record<string, string> = {}): Promise<BrokerProcess> {
@@ -131,6 +150,7 @@ export async function spawnBroker(config: Config, env: Record<string, string> = 
       DATABASE_URL: config.databaseUrl,
       RS_STREAM: config.streamName,
       RS_SUBJECT_PREFIX: config.subjectPrefix,
+      RS_PARTITIONS: String(config.partitions),
       LOG_LEVEL: 'info',
       ...env,
     },
@@ -169,6 +189,7 @@ export async function spawnBroker(config: Config, env: Record<string, string> = 
       child.kill('SIGTERM');
       await exited;
     },
+    output: () => output,
   };
 }
 

@@ -70,7 +70,8 @@ export interface DeliveredEvent extends FilterableEvent {
 
 /** What every subscription on a fan-out node reads from, whatever its transport. */
 export interface SubscriptionResources {
-  readonly logBounds: () => Promise<LogBounds>;
+  /** The extent of a thread's log (its partition's stream). */
+  readonly logBounds: (threadId: string) => Promise<LogBounds>;
   readonly pool: pg.Pool;
   readonly feeds: ThreadFeeds<CommittedEvent[]>;
   /**
@@ -171,7 +172,7 @@ export class Subscription {
       return;
     }
     if (start.kind === 'from_offset') {
-      const bounds = await this.#o.logBounds();
+      const bounds = await this.#o.logBounds(this.threadId);
       if (start.offset < bounds.first) {
         throw new RunstreamError(
           ErrorCode.OffsetExpired,

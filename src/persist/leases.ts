@@ -1,0 +1,237 @@
+/**
+ * Partition leases and positions in Postgres (migration 0008): who may store a partition,
+ * until when, and how far it is stored.
+ *
+ * A lease is `(owner, epoch)` on a partition's row, valid until `expires_at` (Postgres's
+ * clock). Taking a partition over bumps its epoch. Every seq transaction starts with
+ * {@link fence}: one UPDATE of its partitions' rows that matches owner and epoch and moves
+ * their positions. It locks those rows until commit, so a takeover waits for a transaction
+ * in flight, and a transaction after a takeover matches no row and is rolled back: a
+ * persister that lost a lease can never commit again, and a partition's position always
+ * moves with the events stored under it.
+ */
+import type pg from 'pg';
+
+/** A partition held: the epoch of the lease, and the position when it was taken. */
+export interface Lease {
+  readonly partition: number;
+  readonly epoch: number;
+  readonly lastOffset: number;
+}
+
+/** What a seq transaction proves and moves: a held partition and its new position. */
+export interface FenceEntry {
+  readonly partition: number;
+  readonly epoch: number;
+  readonly upto: number;
+}
+
+/** A seq transaction found leases it no longer holds (taken over): nothing was committed. */
+export class FencedError extends Error {
+  constructor(
+    /** Partitions lost (with the epochs that were held). */
+    readonly lost: readonly { readonly partition: number; readonly epoch: number }[],
+  ) {
+    super(`partition leases taken over: ${lost.map((l) => l.partition).join(', ')}`);
+    this.name = 'FencedError';
+  }
+}
+
+export interface LeaseScope {
+  readonly stream: string;
+  /** This persister's id, unique per process start. */
+  readonly member: string;
+  readonly leaseMs: number;
+}
+
+export interface Layout {
+  /** Whether the messages from before partitions are all stored (legacy-log.ts). */
+  readonly legacyDrained: boolean;
+}
+
+/**
+ * Creates the stream's layout and partition rows on first use, or checks this process's
+ * partition count against them. New partitions start at the position of the single-reader
+ * layout (persister_checkpoints), which every message written with partitions comes after.
+ */
+export async function ensureLayout(db: pg.Pool, stream: string, partitions: number): Promise<Layout> {
+  const client = await db.connect();
+  try {
+    await client.query('BEGIN');
+    await client.query("SELECT pg_advisory_xact_lock(hashtextextended('rs-layout:' || $1, 0))", [stream]);
+    const { rows } = await client.query<{ partitions: number; legacy_drained: boolean }>(
+      'SELECT partitions, legacy_drained FROM log_layout WHERE stream = $1',
+      [stream],
+    );
+    const found = rows[0];
+    if (found && found.partitions !== partitions) {
+      throw new Error(
+        `RS_PARTITIONS=${partitions}, but the persisters of stream ${stream} store ${found.partitions} ` +
+          'partitions (log_layout in Postgres): every process must use the same count',
+      );
+    }
+    if (!found) {
+      await client.query('INSERT INTO log_layout (stream, partitions) VALUES ($1, $2)', [stream, partitions]);
+      await client.query(
+        `INSERT INTO log_partitions (stream, partition, last_offset, epoch)
+         SELECT $1, p, COALESCE((SELECT last_offset FROM persister_checkpoints WHERE stream = $1), 0), ${CLOCK_EPOCH}
+           FROM generate_series(0, $2 - 1) p`,
+        [stream, partitions],
+      );
+    }
+    await client.query('COMMIT');
+    return { legacyDrained: found?.legacy_drained ?? false };
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  } finally {
+    client.release();
+  }
+}
+
+/**
+ * A row's first epoch: the clock in ms, so a row made again (the table wiped by hand) never
+ * hands out an epoch a persister may still hold from before.
+ */
+const CLOCK_EPOCH = '(extract(epoch from clock_timestamp()) * 1000)::int8';
+
+/**
+ * The partitions of `0 .. partitions-1` that have no row (the lease store was wiped or edited
+ * by hand), made again at position 0: their log replays, and what is stored comes back as
+ * duplicates. Returns the partitions made.
+ */
+export async function restoreMissing(db: pg.Pool, stream: string, partitions: number): Promise<number[]> {
+  const { rows } = await db.query<{ partition: number }>({
+    name: 'rs_lease_restore',
+    text: `INSERT INTO log_partitions (stream, partition, last_offset, epoch)
+           SELECT $1, p, 0, ${CLOCK_EPOCH} FROM generate_series(0, $2 - 1) p
+           ON CONFLICT (stream, partition) DO NOTHING
+           RETURNING partition`,
+    values: [stream, partitions],
+  });
+  return rows.map((r) => r.partition).sort((a, b) => a - b);
+}
+
+export async function markLegacyDrained(db: pg.Pool, stream: string): Promise<void> {
+  await db.query('UPDATE log_layout SET legacy_drained = true WHERE stream = $1', [stream]);
+}
+
+/**
+ * Says this persister is alive for another lease period, and returns how many are (itself
+ * included) and how many partition rows the stream has. Members dead for an hour are forgotten.
+ */
+export async function heartbeat(db: pg.Pool, s: LeaseScope): Promise<{ live: number; rows: number }> {
+  const { rows } = await db.query<{ live: string; partitions: string }>({
+    name: 'rs_lease_heartbeat',
+    text: `WITH me AS (
+             INSERT INTO persister_members (stream, member, expires_at)
+             VALUES ($1, $2, now() + $3 * interval '1 millisecond')
+             ON CONFLICT (stream, member) DO UPDATE SET expires_at = EXCLUDED.expires_at
+           ), gone AS (
+             DELETE FROM persister_members
+              WHERE stream = $1 AND member <> $2 AND expires_at < now() - interval '1 hour'
+           )
+           SELECT 1 + count(*) AS live,
+                  (SELECT count(*) FROM log_partitions WHERE stream = $1) AS partitions
+             FROM persister_members
+            WHERE stream = $1 AND member <> $2 AND expires_at > now()`,
+    values: [s.stream, s.member, s.leaseMs],
+  });
+  return { live: Number(rows[0]?.live ?? 1), rows: Number(rows[0]?.partitions ?? 0) };
+}
+
+/** Extends the leases still held; returns their partitions (a lease not returned was lost). */
+export async function renew(db: pg.Pool, s: LeaseScope, held: readonly Lease[]): Promise<Set<number>> {
+  if (held.length === 0) return new Set();
+  const { rows } = await db.query<{ partition: number }>({
+    name: 'rs_lease_renew',
+    text: `UPDATE log_partitions p SET expires_at = now() + $3 * interval '1 millisecond'
+             FROM unnest($4::int[], $5::int8[]) AS x(partition, epoch)
+            WHERE p.stream = $1 AND p.owner = $2 AND p.partition = x.partition AND p.epoch = x.epoch
+            RETURNING p.partition`,
+    values: [s.stream, s.member, s.leaseMs, held.map((l) => l.partition), held.map((l) => l.epoch)],
+  });
+  return new Set(rows.map((r) => r.partition));
+}
+
+/**
+ * Takes up to `n` partitions that nobody holds (released, or their lease ran out), lowest
+ * first, skipping rows a transaction has locked (a seq transaction of their last owner in
+ * flight: they are free at the next try).
+ */
+export async function acquire(db: pg.Pool, s: LeaseScope, n: number): Promise<Lease[]> {
+  if (n <= 0) return [];
+  const { rows } = await db.query<{ partition: number; epoch: string; last_offset: string }>({
+    name: 'rs_lease_acquire',
+    text: `UPDATE log_partitions p
+              SET owner = $2, epoch = p.epoch + 1, expires_at = now() + $3 * interval '1 millisecond',
+                  updated_at = now()
+             FROM (SELECT partition FROM log_partitions
+                    WHERE stream = $1 AND (owner IS NULL OR expires_at <= now())
+                    ORDER BY partition LIMIT $4 FOR UPDATE SKIP LOCKED) free
+            WHERE p.stream = $1 AND p.partition = free.partition
+            RETURNING p.partition, p.epoch, p.last_offset`,
+    values: [s.stream, s.member, s.leaseMs, n],
+  });
+  return rows
+    .map((r) => ({ partition: r.partition, epoch: Number(r.epoch), lastOffset: Number(r.last_offset) }))
+    .sort((a, b) => a.partition - b.partition);
+}
+
+/** Gives leases up at once (their positions stay), so another persister can take them now. */
+export async function release(db: pg.Pool, s: LeaseScope, leases: readonly Lease[]): Promise<void> {
+  if (leases.length === 0) return;
+  await db.query({
+    name: 'rs_lease_release',
+    text: `UPDATE log_partitions p SET owner = NULL, expires_at = '-infinity', updated_at = now()
+             FROM unnest($3::int[], $4::int8[]) AS x(partition, epoch)
+            WHERE p.stream = $1 AND p.owner = $2 AND p.partition = x.partition AND p.epoch = x.epoch`,
+    values: [s.stream, s.member, leases.map((l) => l.partition), leases.map((l) => l.epoch)],
+  });
+}
+
+/** This persister leaves: the others divide the partitions without it. */
+export async function leave(db: pg.Pool, s: LeaseScope): Promise<void> {
+  await db.query('DELETE FROM persister_members WHERE stream = $1 AND member = $2', [s.stream, s.member]);
+}
+
+/**
+ * The first statement of a seq transaction: proves each partition's lease and moves its
+ * position; throws {@link FencedError} (the caller rolls back) for any lease not held.
+ */
+export async function fence(
+  db: pg.ClientBase | pg.Pool,
+  s: LeaseScope,
+  entries: readonly FenceEntry[],
+): Promise<void> {
+  if (entries.length === 0) return;
+  const { rows } = await db.query<{ partition: number }>({
+    name: 'rs_lease_fence',
+    text: `UPDATE log_partitions p SET last_offset = x.upto
+             FROM unnest($3::int[], $4::int8[], $5::int8[]) AS x(partition, epoch, upto)
+            WHERE p.stream = $1 AND p.owner = $2 AND p.partition = x.partition AND p.epoch = x.epoch
+            RETURNING p.partition`,
+    values: [
+      s.stream,
+      s.member,
+      entries.map((e) => e.partition),
+      entries.map((e) => e.epoch),
+      entries.map((e) => e.upto),
+    ],
+  });
+  if (rows.length === entries.length) return;
+  const held = new Set(rows.map((r) => r.partition));
+  throw new FencedError(entries.filter((e) => !held.has(e.partition)));
+}
+
+/** Every partition's position (tests, the legacy upgrade, `runstream` tools). */
+export async function partitionPositions(
+  db: pg.Pool | pg.ClientBase,
+  stream: string,
+): Promise<Map<number, number>> {
+  const { rows } = await db.query<{ partition: number; last_offset: string }>(
+    'SELECT partition, last_offset FROM log_partitions WHERE stream = $1',
+    [stream],
+  );
+  return new Map(rows.map((r) => [r.partition, Number(r.last_offset)]));
+}
