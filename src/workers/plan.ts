@@ -2,7 +2,8 @@
  * Which worker processes a host runs for a config, and what each runs: `RS_WORKERS`
  * workers with the ingest and fan-out roles on the shared ports, and, when the persister
  * role is configured, one more worker with it alone (one persister per host, whatever the
- * worker count: it reads the log in order, and more of it on one host adds no throughput).
+ * worker count: persisters share the log's partitions by lease, so more of them are more
+ * processes with RS_ROLES=persister, here or on other hosts, not more workers).
  */
 import type { Config, Role } from '../config.js';
 
