@@ -11,7 +11,7 @@ import { UnsentResponses } from './http/unsent.js';
 import { RunControl } from './ingest/control.js';
 import { LogPublisher } from './log/publisher.js';
 import type { Logger } from './logger.js';
-import type { Metrics } from './metrics.js';
+import type { Metrics, MetricsSource } from './metrics.js';
 import type { Persister } from './persist/persister.js';
 import { type Closers, startBase } from './roles/base.js';
 import { type FanoutMemory, startFanoutRole } from './roles/fanout.js';
@@ -20,7 +20,7 @@ import { startPersisterRole } from './roles/persister.js';
 
 export interface Broker extends AsyncDisposable {
   readonly config: Config;
-  /** Bound gRPC port (health and reflection are served whatever the roles). */
+  /** Bound gRPC port (health and reflection are served whatever the roles); 0 when not listening. */
   readonly grpcPort: number;
   readonly httpPort: number;
   readonly persister: Persister | undefined;
@@ -35,7 +35,19 @@ export interface Broker extends AsyncDisposable {
   close(): Promise<void>;
 }
 
-export async function startBroker(config: Config, log: Logger): Promise<Broker> {
+/** How a process hosts its broker: alone (the defaults), or as one worker of several (workers/). */
+export interface BrokerOptions {
+  /**
+   * Open the HTTP and gRPC ports (default true). A worker that runs only the persister does
+   * not: under node:cluster a listen joins the shared ports, where it would take connections
+   * for services it does not run.
+   */
+  readonly listen?: boolean;
+  /** What `GET /metrics` answers; default this broker's own registry. A worker answers for all workers. */
+  readonly scrape?: MetricsSource['scrape'];
+}
+
+export async function startBroker(config: Config, log: Logger, options: BrokerOptions = {}): Promise<Broker> {
   const closers: Closers = [];
   const closeAll = async (): Promise<void> => {
     for (const c of closers.splice(0).reverse()) {
@@ -58,6 +70,7 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
     const fanout = config.roles.has('fanout') ? startFanoutRole(base, control) : undefined;
     if (config.roles.has('ingest')) startIngestRole(base);
 
+    const listen = options.listen ?? true;
     const http = new HttpServer({
       host: config.host,
       port: config.httpPort,
@@ -66,21 +79,30 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
       ready: base.ready,
       allowedOrigins: config.allowedOrigins,
       unsent: new UnsentResponses(config.httpMaxUnsentBytes, config.httpWriteTimeoutMs),
-      metrics: base.metrics,
+      metrics: options.scrape ? { scrape: options.scrape } : base.metrics,
       log: log.child({ stage: 'http' }),
     });
-    await http.start();
-    closers.push(() => http.close());
+    if (listen) {
+      await http.start();
+      closers.push(() => http.close());
+    }
     // Closed before the HTTP server, which waits for their sockets: WebSocket clients are
     // told (1001) and SSE streams end, so their clients reconnect elsewhere.
     if (fanout) closers.push(() => fanout.closeSubscribers());
-    await base.grpc.start();
-    closers.push(() => base.grpc.close(config.shutdownGraceMs));
+    if (listen) {
+      await base.grpc.start();
+      closers.push(() => base.grpc.close(config.shutdownGraceMs));
+    }
     // Closed first: Subscribe calls never end by themselves and would hold the gRPC server's grace period.
     if (fanout) closers.push(() => fanout.grpcSubscriber.close());
 
     log.info(
-      { roles: [...config.roles], grpcPort: base.grpc.port, httpPort: http.port, stream: config.streamName },
+      {
+        roles: [...config.roles],
+        grpcPort: listen ? base.grpc.port : 0,
+        httpPort: listen ? http.port : 0,
+        stream: config.streamName,
+      },
       'runstream started',
     );
     let closing: Promise<void> | undefined;
@@ -90,8 +112,8 @@ export async function startBroker(config: Config, log: Logger): Promise<Broker> 
     };
     return {
       config,
-      grpcPort: base.grpc.port,
-      httpPort: http.port,
+      grpcPort: listen ? base.grpc.port : 0,
+      httpPort: listen ? http.port : 0,
       persister,
       metrics: base.metrics,
       grpcSubscriber: fanout?.grpcSubscriber,

@@ -83,6 +83,10 @@ export const DEFAULT_WS_MAX_CONNECTIONS = 10_000;
 /** Bytes queued on one gRPC Subscribe call past which the subscriber is cut off as too slow. */
 export const DEFAULT_GRPC_SUBSCRIBE_MAX_BUFFERED_BYTES = 16 * 1024 * 1024;
 export const DEFAULT_SHUTDOWN_GRACE_MS = 10_000;
+/** Processes that serve ingest and fan-out on the shared ports; 1 = the broker is this one process. */
+export const DEFAULT_WORKERS = 1;
+/** The most RS_WORKERS may be: far above any core count a host has today. */
+export const MAX_WORKERS = 256;
 /** Clock skew allowed on a token's `exp`/`nbf`; the broker honours a token this long past its `exp`. */
 export const DEFAULT_JWT_CLOCK_TOLERANCE_MS = 5_000;
 
@@ -93,6 +97,12 @@ export const ALL_ROLES: readonly Role[] = ['ingest', 'persister', 'fanout'];
 export interface Config extends AuthConfig {
   /** Which pipeline stages this process runs. */
   readonly roles: ReadonlySet<Role>;
+  /**
+   * Worker processes (node:cluster) that run ingest and fan-out on the shared ports; the
+   * persister, when in {@link roles}, runs in one more worker of its own. 1 = no workers:
+   * the broker is this process, as it always was.
+   */
+  readonly workers: number;
   readonly host: string;
   readonly grpcPort: number;
   readonly httpPort: number;
@@ -199,6 +209,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
 
   const config: Config = {
     roles,
+    workers: int('RS_WORKERS', DEFAULT_WORKERS, 1, MAX_WORKERS),
     host: str('RS_HOST', '0.0.0.0'),
     grpcPort: int('GRPC_PORT', DEFAULT_GRPC_PORT, 0, 65535),
     httpPort: int('HTTP_PORT', DEFAULT_HTTP_PORT, 0, 65535),
@@ -282,6 +293,12 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
   };
   if (config.duplicateWindowMs > config.streamMaxAgeMs) {
     problems.push('RS_DUPLICATE_WINDOW_MS: must not exceed RS_STREAM_MAX_AGE_MS (JetStream refuses it)');
+  }
+  if (config.workers > 1 && !config.roles.has('ingest') && !config.roles.has('fanout')) {
+    problems.push(
+      `RS_WORKERS=${config.workers}: workers serve ingest and fan-out, but RS_ROLES has neither ` +
+        '(the persister runs in one process whatever RS_WORKERS is): set RS_WORKERS=1',
+    );
   }
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze(config);

@@ -24,7 +24,12 @@ export type TransportLabel = 'websocket' | 'sse' | 'grpc' | 'long-poll';
 
 export const TRANSPORTS: readonly TransportLabel[] = ['websocket', 'sse', 'grpc', 'long-poll'];
 
-export class Metrics {
+/** What `GET /metrics` serves: the exposition text and its content type. */
+export interface MetricsSource {
+  scrape(): Promise<{ contentType: string; body: string }>;
+}
+
+export class Metrics implements MetricsSource {
   readonly registry = new Registry();
   /** Publish requests (a `Publish` call or one request of a `PublishStream`), by ack level and outcome. */
   readonly ingestRequests: Counter<'ack' | 'outcome'>;

@@ -25,6 +25,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['config.ts'],
   ['roles/'],
   ['broker.ts'],
+  ['workers/'],
   ['client/'],
   ['main.ts'],
   ['cli/'],

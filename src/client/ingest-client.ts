@@ -18,12 +18,17 @@ export class IngestClient implements Disposable {
   readonly raw: RawIngestClient;
   readonly #token: string | undefined;
 
-  /** `token`: a JWT sent as `authorization: Bearer …` metadata on every call. */
-  constructor(target: string, opts: { token?: string } = {}) {
+  /**
+   * `token`: a JWT sent as `authorization: Bearer …` metadata on every call.
+   * `ownConnection`: a TCP connection of this client's own; by default grpc-js shares one
+   * among the clients of a target, so a host of broker workers would see one connection.
+   */
+  constructor(target: string, opts: { token?: string; ownConnection?: boolean } = {}) {
     this.#token = opts.token;
     const { proto } = loadProto();
     this.raw = new proto.runstream.v1.Ingest(target, grpc.credentials.createInsecure(), {
       'grpc.max_send_message_length': 64 * 1024 * 1024,
+      ...(opts.ownConnection ? { 'grpc.use_local_subchannel_pool': 1 } : {}),
     });
   }
 

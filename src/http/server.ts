@@ -14,7 +14,7 @@ import { rejectUpgrade } from '../auth/http.js';
 import { OriginPolicy } from '../auth/origin.js';
 import { ErrorCode, OriginNotAllowedError, RunstreamError, toRunstreamError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import type { Metrics } from '../metrics.js';
+import type { MetricsSource } from '../metrics.js';
 import type { Router } from './router.js';
 import type { UnsentResponses } from './unsent.js';
 import { requestUrl, sendError, sendJson } from './util.js';
@@ -35,7 +35,7 @@ export interface HttpServerOptions {
   /** Answers written and not yet taken by clients (see unsent.ts). */
   readonly unsent: UnsentResponses;
   /** Served at `GET /metrics`, like the probes outside the unsent-answers bound. */
-  readonly metrics?: Metrics | undefined;
+  readonly metrics?: MetricsSource | undefined;
   readonly log: Logger;
 }
 
