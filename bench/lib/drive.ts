@@ -11,6 +11,7 @@ import type { BenchBroker } from './bench-broker.js';
 import { type CpuMs, coresUsed, cpuPerEvent, cpuSnapshot } from './cpu.js';
 import { forkLoadgen } from './loadgen.js';
 import { type ProgressPoint, StoredProgress } from './progress.js';
+import { processNs } from './schedstat.js';
 
 export interface Driven {
   readonly producer: ProducerResult;
@@ -19,6 +20,11 @@ export interface Driven {
   readonly cores: CpuMs | undefined;
   /** CPU per delivered event, µs, per process role: steadier than events/s on a shared machine. */
   readonly cpuUsPerEvent: Omit<CpuMs, 'other'> | undefined;
+  /**
+   * CPU per delivered event, µs, of each broker process by name (scheduler ns, not ticks): in the
+   * stages layout (bench-broker.ts) that is ingest, persister and fan-out delivery apart.
+   */
+  readonly processCpuUsPerEvent: Readonly<Record<string, number>>;
   /** CPU of each load generator over its run, ms. */
   readonly loadgenCpuMs: { readonly producer: number; readonly subscribers: number };
   /** Acked / stored / delivered every 250 ms, from the first send. */
@@ -45,6 +51,7 @@ export async function drive(
   await using progress = await StoredProgress.start(broker.databaseUrl);
 
   const cpuBefore = cpuSnapshot(broker.pids);
+  const nsBefore = processesNs(broker.pidsByName);
   const t0 = performance.now();
   const fromEpoch = Date.now();
   subscribers.go();
@@ -52,15 +59,26 @@ export async function drive(
   const timeoutMs = subscriberArgs.timeoutMs + 30_000;
   const [p, s] = await Promise.all([producer.result(timeoutMs), subscribers.result(timeoutMs)]);
   const cpuAfter = cpuSnapshot(broker.pids);
+  const nsAfter = processesNs(broker.pidsByName);
+  const processCpuUsPerEvent: Record<string, number> = {};
+  for (const [name, ns] of Object.entries(nsAfter)) {
+    const used = ns - (nsBefore[name] ?? 0);
+    if (s.delivered > 0) processCpuUsPerEvent[name] = Math.round((used / 1000 / s.delivered) * 10) / 10;
+  }
   return {
     producer: p,
     subscribers: s,
     cores: coresUsed(cpuBefore, cpuAfter, performance.now() - t0),
     cpuUsPerEvent: cpuPerEvent(cpuBefore, cpuAfter, s.delivered),
+    processCpuUsPerEvent,
     loadgenCpuMs: { producer: Math.round(p.cpuMs), subscribers: Math.round(s.cpuMs) },
     timeline: progress.timeline(p.firstSendAtMs, p.acks, s.deliveries),
     windowEpochMs: [fromEpoch, Date.now()],
   };
+}
+
+function processesNs(pids: Readonly<Record<string, number>>): Record<string, number> {
+  return Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, processNs(pid)]));
 }
 
 /**

@@ -65,6 +65,8 @@ export interface FixedRateResult extends Measured {
   readonly stages: StageBreakdown | undefined;
   readonly cores: CpuMs | undefined;
   readonly cpuUsPerEvent: Omit<CpuMs, 'other'> | undefined;
+  /** CPU µs per delivered event of each broker process by name (see drive.ts). */
+  readonly processCpuUsPerEvent: Readonly<Record<string, number>>;
   readonly loadgenCpuMs: { readonly producer: number; readonly subscribers: number };
 }
 
@@ -124,6 +126,7 @@ export async function runFixedRate(broker: BenchBroker, o: FixedRateOptions): Pr
     stages: l.stages,
     cores: d.cores,
     cpuUsPerEvent: d.cpuUsPerEvent,
+    processCpuUsPerEvent: d.processCpuUsPerEvent,
     loadgenCpuMs: d.loadgenCpuMs,
     windowEpochMs: d.windowEpochMs,
   };

@@ -61,6 +61,8 @@ export interface FullSpeedResult extends Measured {
   };
   readonly cores: CpuMs | undefined;
   readonly cpuUsPerEvent: Omit<CpuMs, 'other'> | undefined;
+  /** CPU µs per delivered event of each broker process by name (see drive.ts). */
+  readonly processCpuUsPerEvent: Readonly<Record<string, number>>;
   readonly loadgenCpuMs: { readonly producer: number; readonly subscribers: number };
   readonly timeline: readonly ProgressPoint[];
 }
@@ -115,6 +117,7 @@ export async function runFullSpeed(broker: BenchBroker, o: FullSpeedOptions): Pr
     },
     cores: d.cores,
     cpuUsPerEvent: d.cpuUsPerEvent,
+    processCpuUsPerEvent: d.processCpuUsPerEvent,
     loadgenCpuMs: d.loadgenCpuMs,
     timeline: d.timeline,
     windowEpochMs: d.windowEpochMs,
