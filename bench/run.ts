@@ -534,6 +534,7 @@ async function main(): Promise<void> {
         res && {
           eventsPerRequest,
           delivered: res.delivered,
+          eventsPerTransaction: res.eventsPerTransaction,
           processCpuUsPerEvent: res.processCpuUsPerEvent,
           cpuUsPerEvent: res.cpuUsPerEvent,
         };
@@ -672,7 +673,7 @@ function stageText(st: StageCpu): string {
   const p = st.processCpuUsPerEvent;
   const c = st.cpuUsPerEvent;
   return (
-    `${fmt(st.eventsPerRequest, 1)} events/request, ${st.delivered} delivered; CPU µs/event: ingest ${p.ingest}, ` +
+    `${fmt(st.eventsPerRequest, 1)} events/request, ${fmt(st.eventsPerTransaction, 1)} events/transaction, ${st.delivered} delivered; CPU µs/event: ingest ${p.ingest}, ` +
     `persister ${p.persister}, fan-out ${p.fanout}${c ? `; nats ${c.nats}, pg ${c.postgres}, load generators ${c.bench}` : ''}`
   );
 }
@@ -693,7 +694,7 @@ function fixedRateText(res: FixedRateResult): string {
   return (
     `sent ${fmt(res.sentPerS, 0)}/s, received ${fmt(res.receivedPerS, 0)}/s (${res.meanEventsPerRequest.toFixed(1)} events/request), ` +
     `e2e p50 ${fmt(l.p50, 1)} p99 ${fmt(l.p99, 1)} p99.9 ${fmt(l.p999, 1)} max ${fmt(l.max, 1)} ms, ` +
-    `${res.ack} ack p50 ${fmt(a.p50, 1)} p99 ${fmt(a.p99, 1)} ms ` +
+    `${res.ack} ack p50 ${fmt(a.p50, 1)} p99 ${fmt(a.p99, 1)} ms, ${fmt(res.eventsPerTransaction, 1)} events/transaction ` +
     `(delivered ${res.delivered}/${res.sent}, failed requests ${res.failedRequests}, out of order ${res.outOfOrder})` +
     `${res.firstError ? ` first error: ${res.firstError}` : ''}\n  ${stagesText(res)}\n  ${coresText(res.cores)}` +
     `\n  ${perEventText(res.cpuUsPerEvent)}; load generators CPU ms: producer ${res.loadgenCpuMs.producer}, ` +
@@ -1055,6 +1056,8 @@ function tableRows(runs: readonly RunResult[]): Row[] {
 interface StageCpu {
   readonly eventsPerRequest: number;
   readonly delivered: number;
+  /** Events stored per persister transaction, on average. */
+  readonly eventsPerTransaction: number;
   /** µs/event of the `ingest`, `persister` and `fanout` processes. */
   readonly processCpuUsPerEvent: Readonly<Record<string, number>>;
   readonly cpuUsPerEvent: Omit<CpuMs, 'other'> | undefined;

@@ -25,6 +25,8 @@ export interface Driven {
    * stages layout (bench-broker.ts) that is ingest, persister and fan-out delivery apart.
    */
   readonly processCpuUsPerEvent: Readonly<Record<string, number>>;
+  /** Events stored per persister transaction, on average (batching at this load). */
+  readonly eventsPerTransaction: number;
   /** CPU of each load generator over its run, ms. */
   readonly loadgenCpuMs: { readonly producer: number; readonly subscribers: number };
   /** Acked / stored / delivered every 250 ms, from the first send. */
@@ -65,12 +67,14 @@ export async function drive(
     const used = ns - (nsBefore[name] ?? 0);
     if (s.delivered > 0) processCpuUsPerEvent[name] = Math.round((used / 1000 / s.delivered) * 10) / 10;
   }
+  const eventsPerTransaction = await progress.eventsPerTransaction().catch(() => Number.NaN);
   return {
     producer: p,
     subscribers: s,
     cores: coresUsed(cpuBefore, cpuAfter, performance.now() - t0),
     cpuUsPerEvent: cpuPerEvent(cpuBefore, cpuAfter, s.delivered),
     processCpuUsPerEvent,
+    eventsPerTransaction,
     loadgenCpuMs: { producer: Math.round(p.cpuMs), subscribers: Math.round(s.cpuMs) },
     timeline: progress.timeline(p.firstSendAtMs, p.acks, s.deliveries),
     windowEpochMs: [fromEpoch, Date.now()],

@@ -67,6 +67,8 @@ export interface FixedRateResult extends Measured {
   readonly cpuUsPerEvent: Omit<CpuMs, 'other'> | undefined;
   /** CPU µs per delivered event of each broker process by name (see drive.ts). */
   readonly processCpuUsPerEvent: Readonly<Record<string, number>>;
+  /** Events stored per persister transaction, on average. */
+  readonly eventsPerTransaction: number;
   readonly loadgenCpuMs: { readonly producer: number; readonly subscribers: number };
 }
 
@@ -127,6 +129,7 @@ export async function runFixedRate(broker: BenchBroker, o: FixedRateOptions): Pr
     cores: d.cores,
     cpuUsPerEvent: d.cpuUsPerEvent,
     processCpuUsPerEvent: d.processCpuUsPerEvent,
+    eventsPerTransaction: d.eventsPerTransaction,
     loadgenCpuMs: d.loadgenCpuMs,
     windowEpochMs: d.windowEpochMs,
   };

@@ -63,6 +63,8 @@ export interface FullSpeedResult extends Measured {
   readonly cpuUsPerEvent: Omit<CpuMs, 'other'> | undefined;
   /** CPU µs per delivered event of each broker process by name (see drive.ts). */
   readonly processCpuUsPerEvent: Readonly<Record<string, number>>;
+  /** Events stored per persister transaction, on average. */
+  readonly eventsPerTransaction: number;
   readonly loadgenCpuMs: { readonly producer: number; readonly subscribers: number };
   readonly timeline: readonly ProgressPoint[];
 }
@@ -118,6 +120,7 @@ export async function runFullSpeed(broker: BenchBroker, o: FullSpeedOptions): Pr
     cores: d.cores,
     cpuUsPerEvent: d.cpuUsPerEvent,
     processCpuUsPerEvent: d.processCpuUsPerEvent,
+    eventsPerTransaction: d.eventsPerTransaction,
     loadgenCpuMs: d.loadgenCpuMs,
     timeline: d.timeline,
     windowEpochMs: d.windowEpochMs,
