@@ -535,6 +535,7 @@ async function main(): Promise<void> {
           eventsPerRequest,
           delivered: res.delivered,
           eventsPerTransaction: res.eventsPerTransaction,
+          processSyscallsPerEvent: res.processSyscallsPerEvent,
           processCpuUsPerEvent: res.processCpuUsPerEvent,
           cpuUsPerEvent: res.cpuUsPerEvent,
         };
@@ -674,7 +675,10 @@ function stageText(st: StageCpu): string {
   const c = st.cpuUsPerEvent;
   return (
     `${fmt(st.eventsPerRequest, 1)} events/request, ${fmt(st.eventsPerTransaction, 1)} events/transaction, ${st.delivered} delivered; CPU µs/event: ingest ${p.ingest}, ` +
-    `persister ${p.persister}, fan-out ${p.fanout}${c ? `; nats ${c.nats}, pg ${c.postgres}, load generators ${c.bench}` : ''}`
+    `persister ${p.persister}, fan-out ${p.fanout}${c ? `; nats ${c.nats}, pg ${c.postgres}, load generators ${c.bench}` : ''}` +
+    `\n  syscalls/event (reads + writes): ${Object.entries(st.processSyscallsPerEvent)
+      .map(([name, n]) => `${name} ${fmt(n.reads, 2)} + ${fmt(n.writes, 2)}`)
+      .join(', ')}`
   );
 }
 
@@ -985,7 +989,12 @@ function tableRows(runs: readonly RunResult[]): Row[] {
       const name = `CPU per stage, ${shape}, a process per stage`;
       const st = (r: RunResult) => r.stages?.[key];
       for (const [metric, f] of STAGE_COLUMNS) {
-        rows.push({ scenario: name, metric, values: col((r) => f(st(r))), digits: 1 });
+        rows.push({
+          scenario: name,
+          metric,
+          values: col((r) => f(st(r))),
+          digits: metric.includes('syscalls') ? 2 : 1,
+        });
       }
     }
   }
@@ -1058,6 +1067,10 @@ interface StageCpu {
   readonly delivered: number;
   /** Events stored per persister transaction, on average. */
   readonly eventsPerTransaction: number;
+  /** Read and write system calls per delivered event of the `ingest`, `persister` and `fanout` processes. */
+  readonly processSyscallsPerEvent: Readonly<
+    Record<string, { readonly reads: number; readonly writes: number }>
+  >;
   /** µs/event of the `ingest`, `persister` and `fanout` processes. */
   readonly processCpuUsPerEvent: Readonly<Record<string, number>>;
   readonly cpuUsPerEvent: Omit<CpuMs, 'other'> | undefined;
@@ -1083,6 +1096,9 @@ const STAGE_COLUMNS: readonly (readonly [string, (s: StageCpu | undefined) => nu
         (s.processCpuUsPerEvent.persister ?? Number.NaN) +
         (s.processCpuUsPerEvent.fanout ?? Number.NaN),
   ],
+  ['ingest write syscalls/event', (s) => s?.processSyscallsPerEvent.ingest?.writes],
+  ['persister write syscalls/event', (s) => s?.processSyscallsPerEvent.persister?.writes],
+  ['fan-out write syscalls/event', (s) => s?.processSyscallsPerEvent.fanout?.writes],
   ['nats-server µs/event', (s) => s?.cpuUsPerEvent?.nats],
   ['Postgres µs/event', (s) => s?.cpuUsPerEvent?.postgres],
   ['load generators µs/event', (s) => s?.cpuUsPerEvent?.bench],
