@@ -535,6 +535,7 @@ async function main(): Promise<void> {
           eventsPerRequest,
           delivered: res.delivered,
           eventsPerTransaction: res.eventsPerTransaction,
+          otherCores: res.cores?.other,
           processSyscallsPerEvent: res.processSyscallsPerEvent,
           processCpuUsPerEvent: res.processCpuUsPerEvent,
           cpuUsPerEvent: res.cpuUsPerEvent,
@@ -674,7 +675,8 @@ function stageText(st: StageCpu): string {
   const p = st.processCpuUsPerEvent;
   const c = st.cpuUsPerEvent;
   return (
-    `${fmt(st.eventsPerRequest, 1)} events/request, ${fmt(st.eventsPerTransaction, 1)} events/transaction, ${st.delivered} delivered; CPU µs/event: ingest ${p.ingest}, ` +
+    `${fmt(st.eventsPerRequest, 1)} events/request, ${fmt(st.eventsPerTransaction, 1)} events/transaction, ${st.delivered} delivered, ` +
+    `other processes ${st.otherCores?.toFixed(2) ?? '?'} cores; CPU µs/event: ingest ${p.ingest}, ` +
     `persister ${p.persister}, fan-out ${p.fanout}${c ? `; nats ${c.nats}, pg ${c.postgres}, load generators ${c.bench}` : ''}` +
     `\n  syscalls/event (reads + writes): ${Object.entries(st.processSyscallsPerEvent)
       .map(([name, n]) => `${name} ${fmt(n.reads, 2)} + ${fmt(n.writes, 2)}`)
@@ -1067,6 +1069,8 @@ interface StageCpu {
   readonly delivered: number;
   /** Events stored per persister transaction, on average. */
   readonly eventsPerTransaction: number;
+  /** Cores the rest of the machine used meanwhile: above ~0.3 the figures are a busy machine's. */
+  readonly otherCores: number | undefined;
   /** Read and write system calls per delivered event of the `ingest`, `persister` and `fanout` processes. */
   readonly processSyscallsPerEvent: Readonly<
     Record<string, { readonly reads: number; readonly writes: number }>
