@@ -9,10 +9,12 @@
  * so I/O and timers run in between. A subscription queues itself at most once at a time
  * and delivers everything it has pending when its task runs, so its own order holds.
  *
- * A socket written in a turn stays corked until the turn is over ({@link DeliveryTurns.corked}):
- * the frames of every subscription of a connection delivered in one turn leave in one write.
- * Uncorked after each subscription, one event per announcement over 100 threads and 4
- * connections cost a write syscall per event.
+ * A socket written a second time in a turn stays corked until the turn is over
+ * ({@link DeliveryTurns.corked}): the frames of a connection's other subscriptions delivered in
+ * that turn leave in one write with them. Uncorked after each subscription, one event per
+ * announcement over 100 threads and 4 connections cost a write syscall per event. The first
+ * write of a turn goes out at once, so a socket with one subscription (1,000 subscribers of
+ * one thread) is written while the turn goes on, as before, not held to its end.
  */
 
 /** Work done in one turn before the loop is let go: short enough not to be felt as a stall. */
@@ -30,6 +32,8 @@ export class DeliveryTurns {
   #next = 0;
   #scheduled = false;
   #inTurn = false;
+  /** Streams written in the turn running now. */
+  readonly #writtenStreams = new Set<Corkable>();
   /** Streams corked until the end of the turn running now. */
   readonly #corkedStreams = new Set<Corkable>();
 
@@ -42,25 +46,28 @@ export class DeliveryTurns {
   }
 
   /**
-   * Runs `send` with `stream` corked, so what it writes leaves in one write. Inside a turn
-   * the stream stays corked until the turn's last task has run, so every task of the turn
-   * that writes to it shares that write; outside a turn it is uncorked when `send` returns.
+   * Runs `send` with `stream` corked, so what it writes leaves in one write. Inside a turn,
+   * from the second task on that writes to the stream it stays corked until the turn's last
+   * task has run, so those tasks share one write; the first task's write, and any outside a
+   * turn, leave when `send` returns.
    */
   corked(stream: Corkable, send: () => void): void {
-    if (!this.#inTurn) {
-      stream.cork();
-      try {
-        send();
-      } finally {
-        stream.uncork();
-      }
+    if (this.#corkedStreams.has(stream)) {
+      send();
       return;
     }
-    if (!this.#corkedStreams.has(stream)) {
-      stream.cork();
+    stream.cork();
+    if (this.#inTurn && this.#writtenStreams.has(stream)) {
       this.#corkedStreams.add(stream);
+      send();
+      return;
     }
-    send();
+    if (this.#inTurn) this.#writtenStreams.add(stream);
+    try {
+      send();
+    } finally {
+      stream.uncork();
+    }
   }
 
   readonly #runTurn = (): void => {
@@ -88,6 +95,7 @@ export class DeliveryTurns {
       }
     }
     this.#corkedStreams.clear();
+    this.#writtenStreams.clear();
   }
 
   #endTurn(): void {
