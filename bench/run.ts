@@ -16,6 +16,10 @@
  *  - latency   3: open-loop offered rates up to saturation: send → WebSocket p50/p99/p99.9;
  *  - threads   7: full speed over 10,000 threads vs the 100-thread case;
  *  - persisted 8: PERSISTED acks at 5,000 events/s, producer-observed ack latency;
+ *  - stages    CPU per event of each stage, each in a broker process of its own (ingest,
+ *              persister, fan-out): at 1 event/request (scenario 3's load at 5,000 events/s)
+ *              and at 100 events/request (the full-speed load), with nats-server, Postgres and
+ *              the load generators beside them;
  *  - fanout    4: one thread → 1,000 WebSocket subscribers, delivered messages/s vs B-ws K=1000;
  *  - catchup   5: one subscriber replays 100,000 stored events, events/s vs B-ws K=1;
  *  - conns     6: 10,000 idle subscriptions, broker RSS growth per connection.
@@ -74,7 +78,7 @@ const { values: args } = parseArgs({
 });
 const quick = args.quick === true;
 const only = new Set(
-  (args.only ?? 'pg,js,ws,grpc,e2e,ingest,latency,threads,persisted,fanout,catchup,conns')
+  (args.only ?? 'pg,js,ws,grpc,e2e,ingest,latency,threads,persisted,stages,fanout,catchup,conns')
     .split(',')
     .map((s) => s.trim()),
 );
@@ -187,6 +191,8 @@ interface RunResult {
   curve: CurvePoint[];
   /** Scenario 8. */
   persisted?: Targeted<FixedRateResult>;
+  /** CPU per event by stage, one broker process per stage: at 1 and at 100 events per request. */
+  stages?: StagesResult;
   errors: string[];
   brokerLogs: Record<string, string[]>;
 }
@@ -248,13 +254,15 @@ async function withBroker<T extends Measured>(
   run: RunResult,
   label: string,
   fn: (broker: BenchBroker) => Promise<T>,
-  roles?: string,
+  layout: { readonly roles?: string; readonly stages?: boolean } = {},
 ): Promise<T | undefined> {
+  const { roles, stages } = layout;
   try {
     await using broker = await startBenchBroker(servers, {
       label,
-      split: roles === undefined && args.split === true,
+      split: roles === undefined && stages !== true && args.split === true,
       ...(roles ? { roles } : {}),
+      ...(stages ? { stages } : {}),
       env: BROKER_ENV,
       ...(profileDir ? { profileDir } : {}),
     });
@@ -452,7 +460,7 @@ async function main(): Promise<void> {
         run,
         `ingest-stage-run${r}`,
         (b) => runIngestStage(b, PLAN.fullSpeed),
-        'ingest',
+        { roles: 'ingest' },
       );
       if (res) {
         run.ingestStage = res;
@@ -521,6 +529,40 @@ async function main(): Promise<void> {
         log(`${tag} persisted ${String(TARGET_RATE).padEnd(5)} ${fixedRateText(res)}`);
       }
     }
+    if (only.has('stages')) {
+      const at = (res: FullSpeedResult | FixedRateResult | undefined, eventsPerRequest: number) =>
+        res && {
+          eventsPerRequest,
+          delivered: res.delivered,
+          eventsPerTransaction: res.eventsPerTransaction,
+          otherCores: res.cores?.other,
+          processSyscallsPerEvent: res.processSyscallsPerEvent,
+          processCpuUsPerEvent: res.processCpuUsPerEvent,
+          cpuUsPerEvent: res.cpuUsPerEvent,
+        };
+      const one = (await ready(run, 'stages-1', ESTIMATE_MS.fixedRate, startedAt))
+        ? await withBroker(
+            servers,
+            run,
+            `stages-1-run${r}`,
+            (b) => runFixedRate(b, { ...PLAN.fixedRate, rate: TARGET_RATE, ack: 'ACCEPTED' }),
+            { stages: true },
+          )
+        : undefined;
+      const hundred = (await ready(run, 'stages-100', ESTIMATE_MS.fullSpeed, startedAt))
+        ? await withBroker(servers, run, `stages-100-run${r}`, (b) => runFullSpeed(b, PLAN.fullSpeed), {
+            stages: true,
+          })
+        : undefined;
+      run.stages = {
+        ...(one ? { one: at(one, one.meanEventsPerRequest) } : {}),
+        ...(hundred ? { hundred: at(hundred, hundred.eventsPerRequest) } : {}),
+      };
+      for (const [name, st] of Object.entries(run.stages)) {
+        if (st) log(`${tag} stages ${name.padEnd(8)} ${stageText(st)}`);
+      }
+    }
+
     if (only.has('fanout') && (await ready(run, 'fanout', ESTIMATE_MS.fanout, startedAt))) {
       const res = await withBroker(servers, run, `fanout-run${r}`, (b) =>
         runFanout(b, PLAN.fanout, run.wsFanout?.deliveredPerS ?? Number.NaN),
@@ -629,6 +671,19 @@ function wsBaselineText(res: WsBaselineResult): string {
   );
 }
 
+function stageText(st: StageCpu): string {
+  const p = st.processCpuUsPerEvent;
+  const c = st.cpuUsPerEvent;
+  return (
+    `${fmt(st.eventsPerRequest, 1)} events/request, ${fmt(st.eventsPerTransaction, 1)} events/transaction, ${st.delivered} delivered, ` +
+    `other processes ${st.otherCores?.toFixed(2) ?? '?'} cores; CPU µs/event: ingest ${p.ingest}, ` +
+    `persister ${p.persister}, fan-out ${p.fanout}${c ? `; nats ${c.nats}, pg ${c.postgres}, load generators ${c.bench}` : ''}` +
+    `\n  syscalls/event (reads + writes): ${Object.entries(st.processSyscallsPerEvent)
+      .map(([name, n]) => `${name} ${fmt(n.reads, 2)} + ${fmt(n.writes, 2)}`)
+      .join(', ')}`
+  );
+}
+
 function stagesText(res: FixedRateResult): string {
   const s = res.stages;
   if (!s) return '';
@@ -645,7 +700,7 @@ function fixedRateText(res: FixedRateResult): string {
   return (
     `sent ${fmt(res.sentPerS, 0)}/s, received ${fmt(res.receivedPerS, 0)}/s (${res.meanEventsPerRequest.toFixed(1)} events/request), ` +
     `e2e p50 ${fmt(l.p50, 1)} p99 ${fmt(l.p99, 1)} p99.9 ${fmt(l.p999, 1)} max ${fmt(l.max, 1)} ms, ` +
-    `${res.ack} ack p50 ${fmt(a.p50, 1)} p99 ${fmt(a.p99, 1)} ms ` +
+    `${res.ack} ack p50 ${fmt(a.p50, 1)} p99 ${fmt(a.p99, 1)} ms, ${fmt(res.eventsPerTransaction, 1)} events/transaction ` +
     `(delivered ${res.delivered}/${res.sent}, failed requests ${res.failedRequests}, out of order ${res.outOfOrder})` +
     `${res.firstError ? ` first error: ${res.firstError}` : ''}\n  ${stagesText(res)}\n  ${coresText(res.cores)}` +
     `\n  ${perEventText(res.cpuUsPerEvent)}; load generators CPU ms: producer ${res.loadgenCpuMs.producer}, ` +
@@ -927,6 +982,24 @@ function tableRows(runs: readonly RunResult[]): Row[] {
       digits: 1,
     });
   }
+  if (only.has('stages')) {
+    const shapes = [
+      ['one', `1 event/request (${fmt(TARGET_RATE, 0)} events/s offered)`],
+      ['hundred', `${PLAN.fullSpeed.batchSize} events/request (full speed)`],
+    ] as const;
+    for (const [key, shape] of shapes) {
+      const name = `CPU per stage, ${shape}, a process per stage`;
+      const st = (r: RunResult) => r.stages?.[key];
+      for (const [metric, f] of STAGE_COLUMNS) {
+        rows.push({
+          scenario: name,
+          metric,
+          values: col((r) => f(st(r))),
+          digits: metric.includes('syscalls') ? 2 : 1,
+        });
+      }
+    }
+  }
   if (only.has('fanout')) {
     const name = `4 fan-out: 1 thread → ${fmt(PLAN.fanout.subscribers, 0)} WebSocket subscribers`;
     rows.push({
@@ -989,6 +1062,51 @@ function tableRows(runs: readonly RunResult[]): Row[] {
   });
   return rows;
 }
+
+/** One stages measurement: CPU per delivered event of each stage's process and of the servers. */
+interface StageCpu {
+  readonly eventsPerRequest: number;
+  readonly delivered: number;
+  /** Events stored per persister transaction, on average. */
+  readonly eventsPerTransaction: number;
+  /** Cores the rest of the machine used meanwhile: above ~0.3 the figures are a busy machine's. */
+  readonly otherCores: number | undefined;
+  /** Read and write system calls per delivered event of the `ingest`, `persister` and `fanout` processes. */
+  readonly processSyscallsPerEvent: Readonly<
+    Record<string, { readonly reads: number; readonly writes: number }>
+  >;
+  /** µs/event of the `ingest`, `persister` and `fanout` processes. */
+  readonly processCpuUsPerEvent: Readonly<Record<string, number>>;
+  readonly cpuUsPerEvent: Omit<CpuMs, 'other'> | undefined;
+}
+
+interface StagesResult {
+  /** Scenario 3's load: one event per request at the target rate. */
+  readonly one?: StageCpu | undefined;
+  /** The full-speed load: 100 events per request. */
+  readonly hundred?: StageCpu | undefined;
+}
+
+/** The per-stage rows of the table: µs of CPU per delivered event. */
+const STAGE_COLUMNS: readonly (readonly [string, (s: StageCpu | undefined) => number | undefined])[] = [
+  ['ingest µs/event', (s) => s?.processCpuUsPerEvent.ingest],
+  ['persister µs/event', (s) => s?.processCpuUsPerEvent.persister],
+  ['fan-out µs/event', (s) => s?.processCpuUsPerEvent.fanout],
+  [
+    'broker (3 stages) µs/event',
+    (s) =>
+      s &&
+      (s.processCpuUsPerEvent.ingest ?? Number.NaN) +
+        (s.processCpuUsPerEvent.persister ?? Number.NaN) +
+        (s.processCpuUsPerEvent.fanout ?? Number.NaN),
+  ],
+  ['ingest write syscalls/event', (s) => s?.processSyscallsPerEvent.ingest?.writes],
+  ['persister write syscalls/event', (s) => s?.processSyscallsPerEvent.persister?.writes],
+  ['fan-out write syscalls/event', (s) => s?.processSyscallsPerEvent.fanout?.writes],
+  ['nats-server µs/event', (s) => s?.cpuUsPerEvent?.nats],
+  ['Postgres µs/event', (s) => s?.cpuUsPerEvent?.postgres],
+  ['load generators µs/event', (s) => s?.cpuUsPerEvent?.bench],
+];
 
 main().then(
   () => process.exit(),

@@ -128,6 +128,38 @@ test('the summary has the run, a row per target with its verdict, and both plots
   assert.ok(md.includes('](bench/latency.svg)') && md.includes('](bench/ratios.svg)'));
 });
 
+test('the per-stage CPU table holds the median of the runs per stage and request shape', () => {
+  const stage = (ingest: number, persister: number, fanout: number) => ({
+    eventsPerRequest: 1,
+    delivered: 1000,
+    processCpuUsPerEvent: { ingest, persister, fanout },
+    cpuUsPerEvent: { broker: 0, nats: 20, postgres: 40, bench: 60 },
+  });
+  const input = reportInputFrom({
+    ...RESULTS,
+    runs: [
+      { stages: { one: stage(50, 80, 30) } },
+      { stages: { one: stage(70, 60, 40) } },
+      { stages: { one: stage(60, 70, 35) } },
+    ],
+  });
+  assert.deepEqual(input.stages, [
+    {
+      shape: 'one',
+      eventsPerRequest: 1,
+      ingest: 60,
+      persister: 70,
+      fanout: 35,
+      nats: 20,
+      postgres: 40,
+      loadGenerators: 60,
+    },
+  ]);
+  const md = renderSummary(input, '/somewhere/bench/results/x.json');
+  assert.ok(md.includes('| 1.00 | 60.0 | 70.0 | 35.0 | 165 | 20.0 | 40.0 | 60.0 |'), md);
+  assert.equal(reportInputFrom(RESULTS).stages, undefined, 'a run without `stages` has no table');
+});
+
 const DOC = '# Benchmarks\n\nIntro line one,\nline two.\n\nIn short:\n\n- a finding\n\n## Running\n\nprose\n';
 
 test('without markers, the block goes after the intro paragraph and the prose stays', () => {

@@ -1,6 +1,7 @@
 // Pure pieces of live fan-out: the queue that spreads delivery over event-loop turns, and
 // the event frame shared by the subscribers of an event.
 import assert from 'node:assert/strict';
+import net from 'node:net';
 import { test } from 'node:test';
 import { DeliveryTurns, TURN_BUDGET_MS } from '../src/fanout/core/delivery-turns.js';
 import { eventFrame, sharedEventFrame } from '../src/fanout/ws/frames.js';
@@ -67,6 +68,62 @@ test('a long queue of delivery work lets other callbacks run before it is throug
     ranBeforeOther > 0 && ranBeforeOther < tasks,
     `other callback ran after ${ranBeforeOther} of ${tasks} tasks`,
   );
+});
+
+test('a socket written by several tasks of one turn: the first write at once, the others together at the turn end', async (t) => {
+  // A real TCP connection: the writes are counted where they reach the kernel (_writev / _write).
+  const server = net.createServer();
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const peer = new Promise<net.Socket>((r) => server.once('connection', r));
+  const socket = net.connect((server.address() as net.AddressInfo).port, '127.0.0.1');
+  t.after(async () => {
+    socket.destroy();
+    await new Promise((r) => server.close(r));
+  });
+  await new Promise((r) => socket.once('connect', r));
+  const received = await peer;
+  t.after(() => received.destroy());
+  let writes = 0;
+  const raw = socket as unknown as { _write: (...a: unknown[]) => void; _writev: (...a: unknown[]) => void };
+  const write = raw._write.bind(socket);
+  const writev = raw._writev.bind(socket);
+  raw._write = (...a) => {
+    writes++;
+    write(...a);
+  };
+  raw._writev = (...a) => {
+    writes++;
+    writev(...a);
+  };
+  let bytes = 0;
+  const all = new Promise<void>((resolve) =>
+    received.on('data', (d: Buffer) => {
+      bytes += d.length;
+      if (bytes === 5 * 3) resolve();
+    }),
+  );
+  const turns = new DeliveryTurns();
+  const done = signal();
+  const corkedDuringTurn: number[] = [];
+  for (let i = 0; i < 5; i++) {
+    turns.queue(() => {
+      turns.corked(socket, () => socket.write(`ab${i}`));
+      corkedDuringTurn.push(socket.writableCorked);
+      if (i === 4) setImmediate(done.resolve);
+    });
+  }
+  await done.promise;
+  await all;
+  assert.deepEqual(
+    corkedDuringTurn,
+    [0, 1, 1, 1, 1],
+    'the first write leaves at once; then corked for the turn',
+  );
+  assert.equal(writes, 2, "the first task's write, then one for the other four");
+  assert.equal(socket.writableCorked, 0);
+  // Outside a turn: uncorked when `send` returns.
+  turns.corked(socket, () => socket.write('x'));
+  assert.equal(socket.writableCorked, 0);
 });
 
 test('an event frame is built once per subscription id and shared; another id gets its own', () => {

@@ -71,3 +71,46 @@ test('receipts resolve exactly the requests waiting on their event_ids, and thre
     await nc.close();
   }
 });
+
+test('a request whose receipts do not come in time fails with persist_timeout naming what is missing; the others are answered', async () => {
+  await using servers = await startServers();
+  const nc = await connect({ servers: servers.nats.url });
+  try {
+    const subjects = new Subjects('pwt');
+    const feeds = new ThreadFeeds(nc, (t) => subjects.receipts(t), decodeReceipts, createLogger('silent'));
+    const waiter = new PersistWaiter(feeds, servers.db, 300);
+    const noDup = (offset: number) => ({ seq: offset, duplicate: false });
+    // Three requests wait on one limit-length queue: the first and the last never get receipts.
+    const late = await waiter.prepare([logRecord('t1', 'r', 'x1'), logRecord('t1', 'r', 'x2')]);
+    const answered = await waiter.prepare([logRecord('t1', 'r', 'y1')]);
+    const later = await waiter.prepare([logRecord('t2', 'r', 'z1')]);
+    const lateAcks = late.wait([noDup(1), noDup(1)]);
+    const answeredAcks = answered.wait([noDup(2)]);
+    const laterAcks = later.wait([noDup(3)]);
+    lateAcks.catch(() => undefined);
+    laterAcks.catch(() => undefined);
+    nc.publish(
+      subjects.receipts('t1'),
+      encodeReceipts([
+        { event_id: 'x1', seq: 1, offset: 1 },
+        { event_id: 'y1', seq: 3, offset: 2 },
+      ]),
+    );
+    assert.deepEqual(
+      (await answeredAcks).map((x) => [x.event_id, x.seq]),
+      [['y1', 3]],
+    );
+    await assert.rejects(lateAcks, (err: Error & { code?: string }) => {
+      assert.match(
+        err.message,
+        /^1 of 2 events were accepted into the log but not yet committed after 300 ms/,
+      );
+      return true;
+    });
+    await assert.rejects(laterAcks, /1 of 1 events were accepted/);
+    for (const p of [late, answered, later]) p.dispose();
+    assert.equal(waiter.size, 0);
+  } finally {
+    await nc.close();
+  }
+});

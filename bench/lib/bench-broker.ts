@@ -3,7 +3,9 @@
  * can be profiled), on a fresh database and a fresh JetStream stream, so no measurement
  * sees the previous one's data. By default one process runs every role, as
  * `node dist/src/main.js` does; `split` runs ingest+fan-out and the persister as two
- * processes on the same stream and database. Disposing stops them and removes both.
+ * processes on the same stream and database, and `stages` runs each pipeline stage (ingest,
+ * persister, fan-out) as a process of its own, so each stage's CPU can be read apart.
+ * Disposing stops them and removes both the database and the stream.
  */
 
 import { existsSync, mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
@@ -29,8 +31,10 @@ const ERROR_LEVEL = 50;
 export interface BenchBroker extends AsyncDisposable {
   readonly grpcTarget: string;
   readonly wsUrl: string;
-  /** Every broker process (one, or two when split). */
+  /** Every broker process (one, two when split, three in the stages layout). */
   readonly pids: readonly number[];
+  /** Each broker process's pid by its name: `broker`, or `front`/`persister`, or `ingest`/`persister`/`fanout`. */
+  readonly pidsByName: Readonly<Record<string, number>>;
   readonly databaseUrl: string;
   /** Warnings and errors the broker logged, most recent last. */
   readonly logLines: string[];
@@ -48,6 +52,8 @@ export interface BenchBrokerOptions {
   readonly profileDir?: string;
   /** Ingest + fan-out in one process, the persister in another. */
   readonly split?: boolean;
+  /** One process per stage: ingest, persister and fan-out (`RS_ROLES` of one role each). */
+  readonly stages?: boolean;
   /** One process with only these roles (`RS_ROLES`), e.g. `ingest` to measure that stage alone. */
   readonly roles?: string;
   readonly env?: Record<string, string>;
@@ -123,7 +129,11 @@ export async function startBenchBroker(servers: Servers, o: BenchBrokerOptions):
   };
 
   try {
-    if (o.split) {
+    if (o.stages) {
+      await spawnMember('ingest', 'ingest');
+      await spawnMember('persister', 'persister');
+      await spawnMember('fanout', 'fanout');
+    } else if (o.split) {
       await spawnMember('front', 'ingest,fanout');
       await spawnMember('persister', 'persister');
     } else {
@@ -134,10 +144,13 @@ export async function startBenchBroker(servers: Servers, o: BenchBrokerOptions):
     throw err;
   }
   const front = members[0] as Member;
+  // In the stages layout producers talk to the ingest process and subscribers to the fan-out one.
+  const fanout = members.find((m) => m.name === 'fanout') ?? front;
   return {
     grpcTarget: `127.0.0.1:${front.proc.grpcPort}`,
-    wsUrl: `ws://127.0.0.1:${front.proc.httpPort}/v1/ws`,
+    wsUrl: `ws://127.0.0.1:${fanout.proc.httpPort}/v1/ws`,
     pids: members.map((m) => m.proc.child.pid as number),
+    pidsByName: Object.fromEntries(members.map((m) => [m.name, m.proc.child.pid as number])),
     databaseUrl,
     logLines,
     logCount: () => logged,

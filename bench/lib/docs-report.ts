@@ -2,7 +2,8 @@
  * The benchmark's report in the docs: after a full run, `make bench` writes
  * docs/bench/latency.svg and docs/bench/ratios.svg and replaces the generated block of
  * docs/benchmarks.md (between the bench:summary markers) with the run's date, machine,
- * results file, a table of every target with its baseline and ratio, and the two plots.
+ * results file, a table of every target with its baseline and ratio, the CPU per event of
+ * each stage (when the run measured `stages`), and the two plots.
  * Everything outside the markers is hand-written prose and is left as it is.
  *
  * The input is the object bench/run.ts writes to bench/results/<date>.json, read through
@@ -40,6 +41,50 @@ export interface BenchReportInput {
   readonly runs: number;
   readonly ratios: readonly RatioRow[];
   readonly curve?: readonly CurvePoint[];
+  /** CPU µs per delivered event by stage, one broker process per stage (medians of the runs). */
+  readonly stages?: readonly StageRow[];
+}
+
+/** One request shape of the `stages` measurement: µs of CPU per delivered event. */
+export interface StageRow {
+  /** `one` (1 event/request, scenario 3's load) or `hundred` (100 events/request, full speed). */
+  readonly shape: string;
+  readonly eventsPerRequest: number;
+  readonly ingest: number;
+  readonly persister: number;
+  readonly fanout: number;
+  readonly nats: number;
+  readonly postgres: number;
+  readonly loadGenerators: number;
+}
+
+const STAGE_SHAPES = ['one', 'hundred'] as const;
+
+function stageRows(runs: readonly Json[]): StageRow[] {
+  const rows: StageRow[] = [];
+  for (const shape of STAGE_SHAPES) {
+    const found = runs.flatMap((r) => {
+      const st = isObject(r.stages) ? r.stages[shape] : undefined;
+      return isObject(st) ? [st] : [];
+    });
+    if (found.length === 0) continue;
+    const med = (f: (st: Json) => unknown) => median(found.map((st) => num(f(st))));
+    const proc = (st: Json, name: string) =>
+      isObject(st.processCpuUsPerEvent) ? st.processCpuUsPerEvent[name] : undefined;
+    const role = (st: Json, name: string) =>
+      isObject(st.cpuUsPerEvent) ? st.cpuUsPerEvent[name] : undefined;
+    rows.push({
+      shape,
+      eventsPerRequest: med((st) => st.eventsPerRequest),
+      ingest: med((st) => proc(st, 'ingest')),
+      persister: med((st) => proc(st, 'persister')),
+      fanout: med((st) => proc(st, 'fanout')),
+      nats: med((st) => role(st, 'nats')),
+      postgres: med((st) => role(st, 'postgres')),
+      loadGenerators: med((st) => role(st, 'bench')),
+    });
+  }
+  return rows;
 }
 
 /** An absolute limit (RSS, latency): divided by the limit itself, met at or below 1. */
@@ -178,6 +223,7 @@ export function reportInputFrom(results: unknown): BenchReportInput {
       return { offered, achieved: med('achieved'), p50: med('p50'), p99: med('p99'), p999: med('p999') };
     });
 
+  const stages = stageRows(runs);
   return {
     date: String(results.date),
     quick: results.mode === 'quick',
@@ -185,6 +231,7 @@ export function reportInputFrom(results: unknown): BenchReportInput {
     runs: runs.length,
     ratios,
     ...(curve.length > 0 ? { curve } : {}),
+    ...(stages.length > 0 ? { stages } : {}),
   };
 }
 
@@ -224,6 +271,21 @@ export function renderSummary(input: BenchReportInput, resultsFile: string): str
       lines.push(
         `| ${cell(r.scenario)} | ${cell(r.metric)} | ${targetText(r)} | ${number(r.value)} ${r.unit} | ` +
           `${isAbsolute(r) ? '(the limit)' : `${number(r.baseline)} ${r.unit}`} | ${number(r.ratio)}× | ${r.meets ? '✅ yes' : '❌ no'} |`,
+      );
+    }
+  }
+  if (input.stages && input.stages.length > 0) {
+    lines.push(
+      '',
+      'CPU per delivered event, µs, each stage in a broker process of its own (`stages`):',
+      '',
+      '| events/request | ingest | persister | fan-out | broker (sum) | nats-server | Postgres | load generators |',
+      '| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+    );
+    for (const s of input.stages) {
+      lines.push(
+        `| ${number(s.eventsPerRequest)} | ${number(s.ingest)} | ${number(s.persister)} | ${number(s.fanout)} | ` +
+          `${number(s.ingest + s.persister + s.fanout)} | ${number(s.nats)} | ${number(s.postgres)} | ${number(s.loadGenerators)} |`,
       );
     }
   }

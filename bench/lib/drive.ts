@@ -5,12 +5,14 @@
  * once the subscriptions are live and the producer is connected. Around them the bench
  * samples CPU per process role and the stored event count for the timeline.
  */
+import { readFileSync } from 'node:fs';
 import type { ProducerArgs, ProducerInfo, ProducerResult } from '../loadgen/producer.js';
 import type { SubscribersArgs, SubscribersResult } from '../loadgen/subscribers.js';
 import type { BenchBroker } from './bench-broker.js';
 import { type CpuMs, coresUsed, cpuPerEvent, cpuSnapshot } from './cpu.js';
 import { forkLoadgen } from './loadgen.js';
 import { type ProgressPoint, StoredProgress } from './progress.js';
+import { processNs } from './schedstat.js';
 
 export interface Driven {
   readonly producer: ProducerResult;
@@ -19,6 +21,21 @@ export interface Driven {
   readonly cores: CpuMs | undefined;
   /** CPU per delivered event, µs, per process role: steadier than events/s on a shared machine. */
   readonly cpuUsPerEvent: Omit<CpuMs, 'other'> | undefined;
+  /**
+   * CPU per delivered event, µs, of each broker process by name (scheduler ns, not ticks): in the
+   * stages layout (bench-broker.ts) that is ingest, persister and fan-out delivery apart.
+   */
+  readonly processCpuUsPerEvent: Readonly<Record<string, number>>;
+  /**
+   * Read and write system calls per delivered event of each broker process by name
+   * (/proc/<pid>/io `syscr`/`syscw`: socket reads and writes, which libuv makes with
+   * read/write/writev): a count of work that the machine's noise does not blur as it does CPU.
+   */
+  readonly processSyscallsPerEvent: Readonly<
+    Record<string, { readonly reads: number; readonly writes: number }>
+  >;
+  /** Events stored per persister transaction, on average (batching at this load). */
+  readonly eventsPerTransaction: number;
   /** CPU of each load generator over its run, ms. */
   readonly loadgenCpuMs: { readonly producer: number; readonly subscribers: number };
   /** Acked / stored / delivered every 250 ms, from the first send. */
@@ -45,6 +62,8 @@ export async function drive(
   await using progress = await StoredProgress.start(broker.databaseUrl);
 
   const cpuBefore = cpuSnapshot(broker.pids);
+  const nsBefore = processesNs(broker.pidsByName);
+  const ioBefore = processesIo(broker.pidsByName);
   const t0 = performance.now();
   const fromEpoch = Date.now();
   subscribers.go();
@@ -52,15 +71,57 @@ export async function drive(
   const timeoutMs = subscriberArgs.timeoutMs + 30_000;
   const [p, s] = await Promise.all([producer.result(timeoutMs), subscribers.result(timeoutMs)]);
   const cpuAfter = cpuSnapshot(broker.pids);
+  const nsAfter = processesNs(broker.pidsByName);
+  const ioAfter = processesIo(broker.pidsByName);
+  const processSyscallsPerEvent: Record<string, { reads: number; writes: number }> = {};
+  const perEvent = (n: number) => Math.round((n / Math.max(1, s.delivered)) * 1000) / 1000;
+  for (const [name, io] of Object.entries(ioAfter)) {
+    const b = ioBefore[name];
+    if (!b || !io) continue;
+    processSyscallsPerEvent[name] = {
+      reads: perEvent(io.reads - b.reads),
+      writes: perEvent(io.writes - b.writes),
+    };
+  }
+  const processCpuUsPerEvent: Record<string, number> = {};
+  for (const [name, ns] of Object.entries(nsAfter)) {
+    const used = ns - (nsBefore[name] ?? 0);
+    if (s.delivered > 0) processCpuUsPerEvent[name] = Math.round((used / 1000 / s.delivered) * 10) / 10;
+  }
+  const eventsPerTransaction = await progress.eventsPerTransaction().catch(() => Number.NaN);
   return {
     producer: p,
     subscribers: s,
     cores: coresUsed(cpuBefore, cpuAfter, performance.now() - t0),
     cpuUsPerEvent: cpuPerEvent(cpuBefore, cpuAfter, s.delivered),
+    processCpuUsPerEvent,
+    processSyscallsPerEvent,
+    eventsPerTransaction,
     loadgenCpuMs: { producer: Math.round(p.cpuMs), subscribers: Math.round(s.cpuMs) },
     timeline: progress.timeline(p.firstSendAtMs, p.acks, s.deliveries),
     windowEpochMs: [fromEpoch, Date.now()],
   };
+}
+
+function processesIo(
+  pids: Readonly<Record<string, number>>,
+): Record<string, { reads: number; writes: number } | undefined> {
+  return Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, syscallCounts(pid)]));
+}
+
+/** A process's read and write system calls so far (Linux; undefined elsewhere or once it has exited). */
+function syscallCounts(pid: number): { reads: number; writes: number } | undefined {
+  try {
+    const io = readFileSync(`/proc/${pid}/io`, 'utf8');
+    const field = (name: string) => Number(new RegExp(`^${name}: (\\d+)$`, 'm').exec(io)?.[1] ?? Number.NaN);
+    return { reads: field('syscr'), writes: field('syscw') };
+  } catch {
+    return undefined;
+  }
+}
+
+function processesNs(pids: Readonly<Record<string, number>>): Record<string, number> {
+  return Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, processNs(pid)]));
 }
 
 /**

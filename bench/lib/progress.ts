@@ -84,6 +84,18 @@ export class StoredProgress implements AsyncDisposable {
     return p;
   }
 
+  /**
+   * Events stored per persister transaction, on average: each transaction's rows share their
+   * `stored_at` (`now()`, the transaction's start), so distinct values count transactions.
+   */
+  async eventsPerTransaction(): Promise<number> {
+    const { rows } = await this.#client.query<{ events: string; txs: string }>(
+      'SELECT count(*) AS events, count(DISTINCT stored_at) AS txs FROM run_events',
+    );
+    const r = rows[0];
+    return r && Number(r.txs) > 0 ? Math.round((Number(r.events) / Number(r.txs)) * 10) / 10 : Number.NaN;
+  }
+
   /** The merged timeline, seconds counted from `originMs` (the first send). */
   timeline(originMs: number, acks: BucketCounts, deliveries: BucketCounts): ProgressPoint[] {
     return this.samples

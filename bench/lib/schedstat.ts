@@ -25,8 +25,8 @@ function statOf(pid: string): { ppid: number; comm: string } | undefined {
   }
 }
 
-/** Nanoseconds every thread of the process has spent on a CPU. */
-function processNs(pid: number): number {
+/** Nanoseconds every thread of the process has spent on a CPU (0 once it has exited). */
+export function processNs(pid: number): number {
   let ns = 0;
   let tids: string[];
   try {

@@ -13,7 +13,7 @@
 import type { AckLevel } from '../../src/client/ingest-client.js';
 import type { BenchBroker } from '../lib/bench-broker.js';
 import type { CpuMs } from '../lib/cpu.js';
-import { drive } from '../lib/drive.js';
+import { type Driven, drive } from '../lib/drive.js';
 import type { Measured } from '../lib/measured.js';
 import { makeThreads } from '../lib/payload.js';
 import type { StageBreakdown } from '../lib/stages.js';
@@ -65,6 +65,12 @@ export interface FixedRateResult extends Measured {
   readonly stages: StageBreakdown | undefined;
   readonly cores: CpuMs | undefined;
   readonly cpuUsPerEvent: Omit<CpuMs, 'other'> | undefined;
+  /** CPU µs per delivered event of each broker process by name (see drive.ts). */
+  readonly processCpuUsPerEvent: Readonly<Record<string, number>>;
+  /** Events stored per persister transaction, on average. */
+  readonly eventsPerTransaction: number;
+  /** Read and write system calls per delivered event of each broker process by name (see drive.ts). */
+  readonly processSyscallsPerEvent: Driven['processSyscallsPerEvent'];
   readonly loadgenCpuMs: { readonly producer: number; readonly subscribers: number };
 }
 
@@ -124,6 +130,9 @@ export async function runFixedRate(broker: BenchBroker, o: FixedRateOptions): Pr
     stages: l.stages,
     cores: d.cores,
     cpuUsPerEvent: d.cpuUsPerEvent,
+    processCpuUsPerEvent: d.processCpuUsPerEvent,
+    eventsPerTransaction: d.eventsPerTransaction,
+    processSyscallsPerEvent: d.processSyscallsPerEvent,
     loadgenCpuMs: d.loadgenCpuMs,
     windowEpochMs: d.windowEpochMs,
   };

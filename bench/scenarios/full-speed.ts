@@ -13,7 +13,7 @@
 import { DEFAULT_WS_MAX_SUBSCRIPTIONS } from '../../src/config.js';
 import type { BenchBroker } from '../lib/bench-broker.js';
 import type { CpuMs } from '../lib/cpu.js';
-import { drive } from '../lib/drive.js';
+import { type Driven, drive } from '../lib/drive.js';
 import type { Measured } from '../lib/measured.js';
 import { makeThreads } from '../lib/payload.js';
 import { maxPersisterLag, type ProgressPoint } from '../lib/progress.js';
@@ -61,6 +61,12 @@ export interface FullSpeedResult extends Measured {
   };
   readonly cores: CpuMs | undefined;
   readonly cpuUsPerEvent: Omit<CpuMs, 'other'> | undefined;
+  /** CPU µs per delivered event of each broker process by name (see drive.ts). */
+  readonly processCpuUsPerEvent: Readonly<Record<string, number>>;
+  /** Events stored per persister transaction, on average. */
+  readonly eventsPerTransaction: number;
+  /** Read and write system calls per delivered event of each broker process by name (see drive.ts). */
+  readonly processSyscallsPerEvent: Driven['processSyscallsPerEvent'];
   readonly loadgenCpuMs: { readonly producer: number; readonly subscribers: number };
   readonly timeline: readonly ProgressPoint[];
 }
@@ -115,6 +121,9 @@ export async function runFullSpeed(broker: BenchBroker, o: FullSpeedOptions): Pr
     },
     cores: d.cores,
     cpuUsPerEvent: d.cpuUsPerEvent,
+    processCpuUsPerEvent: d.processCpuUsPerEvent,
+    eventsPerTransaction: d.eventsPerTransaction,
+    processSyscallsPerEvent: d.processSyscallsPerEvent,
     loadgenCpuMs: d.loadgenCpuMs,
     timeline: d.timeline,
     windowEpochMs: d.windowEpochMs,

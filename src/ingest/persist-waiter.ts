@@ -46,11 +46,85 @@ export interface PersistWaiterOptions {
   readonly log?: Logger;
 }
 
+/** A request's time limit in a {@link Deadlines} queue; `fire` is cleared once it is settled. */
+interface Deadline {
+  readonly atMs: number;
+  fire: (() => void) | undefined;
+}
+
+/**
+ * The time limits of the waiting requests, all of one length, on one timer. A timer per
+ * request (5,000 a second at one event per request) cost an allocation, a timer-list
+ * insert and a clear each; limits of one length expire in the order they were set, so a
+ * FIFO with a timer for its oldest live entry fires each at the same moment.
+ */
+class Deadlines {
+  #entries: Deadline[] = [];
+  #head = 0;
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly ms: number) {}
+
+  /** `fire` runs `ms` from now unless {@link cancel} is called first. */
+  add(fire: () => void): Deadline {
+    const d: Deadline = { atMs: performance.now() + this.ms, fire };
+    this.#entries.push(d);
+    if (this.#timer === undefined) this.#arm(this.ms);
+    return d;
+  }
+
+  cancel(d: Deadline): void {
+    d.fire = undefined;
+    // Requests mostly finish in the order they came: drop the settled ones at the front.
+    while (this.#head < this.#entries.length && (this.#entries[this.#head] as Deadline).fire === undefined) {
+      this.#head++;
+    }
+    this.#compact();
+    if (this.#head === this.#entries.length) {
+      clearTimeout(this.#timer);
+      this.#timer = undefined;
+    }
+  }
+
+  #arm(delayMs: number): void {
+    // The request itself keeps the process alive; its limit need not.
+    this.#timer = setTimeout(this.#expire, Math.max(0, delayMs));
+    this.#timer.unref();
+  }
+
+  readonly #expire = (): void => {
+    this.#timer = undefined;
+    const now = performance.now();
+    while (this.#head < this.#entries.length) {
+      const d = this.#entries[this.#head] as Deadline;
+      if (d.fire !== undefined && d.atMs > now) break;
+      this.#head++;
+      const fire = d.fire;
+      d.fire = undefined;
+      fire?.();
+    }
+    this.#compact();
+    const next = this.#entries[this.#head];
+    if (next !== undefined && this.#timer === undefined) this.#arm(next.atMs - now);
+  };
+
+  #compact(): void {
+    if (this.#head === this.#entries.length) {
+      this.#entries = [];
+      this.#head = 0;
+    } else if (this.#head > 1024 && this.#head * 2 > this.#entries.length) {
+      this.#entries = this.#entries.slice(this.#head);
+      this.#head = 0;
+    }
+  }
+}
+
 export class PersistWaiter {
   readonly #threads = new Map<string, ThreadWaiters>();
   readonly #recheckAfterMs: number;
   #sweeper: NodeJS.Timeout | undefined;
   #sweeping = false;
+  readonly #deadlines: Deadlines;
 
   constructor(
     private readonly feeds: ThreadFeeds<Receipt[]>,
@@ -59,6 +133,7 @@ export class PersistWaiter {
     private readonly options: PersistWaiterOptions = {},
   ) {
     this.#recheckAfterMs = options.recheckAfterMs ?? DEFAULT_RECHECK_AFTER_MS;
+    this.#deadlines = new Deadlines(timeoutMs);
   }
 
   /**
@@ -67,7 +142,7 @@ export class PersistWaiter {
    * many requests wait (a listener per request cost requests × receipts under backlog).
    */
   async prepare(records: readonly LogRecord[]): Promise<PendingPersist> {
-    const pending = new PendingPersist(records, this.pool, this.timeoutMs);
+    const pending = new PendingPersist(records, this.pool, this.timeoutMs, this.#deadlines);
     this.#sweeper ??= setInterval(() => void this.#sweep(), RECHECK_SWEEP_MS).unref();
     const ready: Promise<unknown>[] = [];
     for (const [threadId, eventIds] of pending.eventIds) {
@@ -200,6 +275,7 @@ export class PendingPersist implements Disposable {
     private readonly records: readonly LogRecord[],
     private readonly pool: pg.Pool,
     private readonly timeoutMs: number,
+    private readonly deadlines: Deadlines,
   ) {
     this.#receipts = new Array(records.length);
     this.#missing = records.length;
@@ -255,11 +331,11 @@ export class PendingPersist implements Disposable {
       for (const [event_id, v] of found) this.#resolve(threadId, { event_id, ...v });
     }
     if (this.#missing > 0) {
-      let timer: NodeJS.Timeout | undefined;
+      let deadline: Deadline | undefined;
       try {
         await new Promise<void>((resolve, reject) => {
           this.#done = resolve;
-          timer = setTimeout(() => {
+          deadline = this.deadlines.add(() => {
             reject(
               new RunstreamError(
                 ErrorCode.PersistTimeout,
@@ -268,10 +344,10 @@ export class PendingPersist implements Disposable {
                   'event_ids to learn their seqs.',
               ),
             );
-          }, this.timeoutMs);
+          });
         });
       } finally {
-        clearTimeout(timer);
+        if (deadline) this.deadlines.cancel(deadline);
       }
     }
     // A repeat of an event_id within the request shares its log message with the first

@@ -9,8 +9,8 @@
  *     snapshots once every earlier writer of those threads has committed;
  *  2. heads, deletion horizons and already-stored (thread_id, event_id) rows, one query;
  *  3. the deletion check (deletions.ts semantics), one query and only when needed;
- *  4. one insert (`unnest`) for every thread, seqs computed here per thread;
- *  5. thread heads and runs upkeep (deltas from runs.ts `runDeltas`), one statement;
+ *  4. one insert (`unnest`) for every thread, seqs computed here per thread, and in the same
+ *     statement (5) thread heads and runs upkeep (deltas from runs.ts `runDeltas`);
  *  6. for events the store refused (poison.ts), their dead letters, one statement.
  */
 import type pg from 'pg';
@@ -97,6 +97,19 @@ const RECORD_SQL = `
          x.messages, x.traces, x.lifecycles, x.started_at, x.updated_at, x.ended_at,
          COALESCE(x.metadata, '{}')::json, x.outcome::json
     FROM x WHERE NOT EXISTS (SELECT 1 FROM upd WHERE upd.thread_id = x.thread_id AND upd.run_id = x.run_id)`;
+
+/**
+ * Steps 4 and 5 in one statement, one round trip: the insert as a data-modifying CTE ahead of
+ * RECORD_SQL's (its parameters after the insert's). Nothing in RECORD_SQL reads run_events,
+ * so seeing the snapshot from before the insert changes nothing; a refused row fails the
+ * statement as the insert alone would, with the same error.
+ */
+const INSERT_COLUMNS = 13;
+const INSERT_AND_RECORD_SQL = `
+  WITH ins AS (${INSERT_SQL.trim()}),
+  ${RECORD_SQL.trim()
+    .replace(/^WITH /, '')
+    .replace(/\$(\d+)/g, (_, n: string) => `$${Number(n) + INSERT_COLUMNS}`)}`;
 
 // A refused event's dead letter, once (a replay finds it there and its notice stored).
 const DEAD_LETTER_SQL = `
@@ -314,9 +327,10 @@ export async function storeBatch(
     }
 
     if (ins.threadId.length > 0) {
+      const col = <K extends keyof RunDelta>(k: K): RunDelta[K][] => deltas.map((x) => x.d[k]);
       await client.query({
-        name: 'rs_batch_insert',
-        text: INSERT_SQL,
+        name: 'rs_batch_insert_record',
+        text: INSERT_AND_RECORD_SQL,
         values: [
           ins.threadId,
           ins.seq,
@@ -331,13 +345,6 @@ export async function storeBatch(
           ins.offset,
           ins.categoryName,
           ins.createdAtText,
-        ],
-      });
-      const col = <K extends keyof RunDelta>(k: K): RunDelta[K][] => deltas.map((x) => x.d[k]);
-      await client.query({
-        name: 'rs_batch_record_runs',
-        text: RECORD_SQL,
-        values: [
           heads.threadId,
           heads.head,
           deltas.map((x) => x.threadId),

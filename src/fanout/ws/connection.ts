@@ -19,6 +19,7 @@ import {
 } from '../../errors.js';
 import { type CancelReceipt, type CancelSource, checkReason, type RunControl } from '../../ingest/control.js';
 import type { Logger } from '../../logger.js';
+import { liveDelivery } from '../core/delivery-turns.js';
 import { QueuedSink, type Renderer } from '../core/queued-sink.js';
 import { refuseUnknownKeys, SUBSCRIBE_FIELDS, subscribeRequest } from '../core/request.js';
 import type { SendQueue } from '../core/send-queue.js';
@@ -111,7 +112,10 @@ export class Connection {
     return this.#closed;
   }
 
-  /** The socket is corked around `send`: its frames leave in one write, not one write each. */
+  /**
+   * The socket is corked around `send`: its frames leave in one write, not one write each;
+   * in a live delivery turn, one write for every subscription of the connection (delivery-turns.ts).
+   */
   #corked(send: () => void): void {
     // ws has no public cork; its maintainers point to the socket's (websockets/ws#1999).
     const socket = (this.#ws as unknown as { _socket?: Duplex })._socket;
@@ -119,12 +123,7 @@ export class Connection {
       send();
       return;
     }
-    socket.cork();
-    try {
-      send();
-    } finally {
-      socket.uncork();
-    }
+    liveDelivery.corked(socket, send);
   }
 
   /** A frame of the connection's own (not a subscription's): answers to frames, refusals. */
