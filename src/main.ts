@@ -64,6 +64,7 @@ async function main(): Promise<void> {
   if (config.workers > 1 && cluster.isPrimary) return superviseWorkers(config, log);
 
   let close: () => Promise<void>;
+  let signals = 0;
   if (slot !== undefined) {
     // The primary orders the shutdown: serving workers first, then the persister. A signal
     // sent to the whole group (Ctrl-C in a terminal, systemd's control-group kill) would
@@ -73,13 +74,23 @@ async function main(): Promise<void> {
     close = () => worker.broker.close();
     worker.onShutdownRequest(() => shutdown('SIGTERM'));
   } else {
+    // A signal during start-up is kept and acted on once started: the default action would
+    // end the process without a graceful shutdown of what has started.
+    let early: NodeJS.Signals | undefined;
+    const keep = (signal: NodeJS.Signals): void => {
+      early ??= signal;
+    };
+    process.on('SIGTERM', keep);
+    process.on('SIGINT', keep);
     const broker = await startBroker(config, log);
     close = () => broker.close();
+    process.off('SIGTERM', keep);
+    process.off('SIGINT', keep);
     process.on('SIGTERM', shutdown);
     process.on('SIGINT', shutdown);
+    if (early !== undefined) shutdown(early);
   }
 
-  let signals = 0;
   function shutdown(signal: NodeJS.Signals): void {
     if (++signals > 1) {
       log.warn({ signal }, 'second signal: exiting now');

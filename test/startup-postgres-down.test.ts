@@ -2,12 +2,14 @@
 // ready, takes ACCEPTED events into the log, and once Postgres is up applies its
 // migrations, reports ready, and stores everything, gap-free.
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { test } from 'node:test';
 import { IngestClient } from '../src/client/ingest-client.js';
 import { tokenEvent } from './helpers/events.js';
 import {
   brokerConfig,
   expectGapFree,
+  MAIN_JS,
   randomName,
   spawnBroker,
   startServers,
@@ -45,4 +47,41 @@ test('started with Postgres down, the broker waits for it (not ready), then stor
     client.close();
     await broker.stop();
   }
+});
+
+test('a SIGTERM during start-up is kept: the broker starts, then shuts down gracefully (exit 0)', async () => {
+  await using servers = await startServers({ own: true });
+  const config = brokerConfig(servers);
+  await servers.pg.stop();
+  // With Postgres down, start-up waits for it for a few seconds before it serves: signal then.
+  const child = spawn(process.execPath, [MAIN_JS], {
+    env: {
+      ...process.env,
+      RS_HOST: '127.0.0.1',
+      GRPC_PORT: '0',
+      HTTP_PORT: '0',
+      NATS_URL: config.natsUrl,
+      DATABASE_URL: config.databaseUrl,
+      RS_STREAM: config.streamName,
+      RS_SUBJECT_PREFIX: config.subjectPrefix,
+      LOG_LEVEL: 'info',
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
+  await waitFor(() => out.includes('postgres unreachable'), {
+    timeoutMs: 30_000,
+    what: 'start-up to wait for Postgres',
+  });
+  assert.ok(!out.includes('runstream started'), 'still starting');
+  child.kill('SIGTERM');
+  const { code, signal } = await exited;
+  assert.deepEqual({ code, signal }, { code: 0, signal: null }, out.slice(-2000));
+  assert.match(out, /runstream started[\s\S]*shutting down[\s\S]*runstream stopped/);
 });
