@@ -480,3 +480,46 @@ test('an upgrade from the single-stream log: what it holds unstored is stored fi
   assert.equal(broker.persister?.storedCount, 5, 't2, t3, u2 and the two new ones');
   await nc.close();
 });
+
+test("a killed persister's partitions are taken over when its connection closes, not a lease later", async (t) => {
+  await using servers = await startServers();
+  // A lease far longer than the test: only the closed connection can free the partitions.
+  const config = brokerConfig(servers, { partitions: 4, persisterLeaseMs: 600_000 });
+  const env = { RS_ROLES: 'persister', RS_PARTITIONS: '4', RS_PERSISTER_LEASE_MS: '600000' };
+  const p1 = await spawnBroker(config, env);
+  const p2 = await spawnBroker(config, env);
+  t.after(async () => {
+    await p1.kill();
+    await p2.kill();
+  });
+  const heldBy = async (p: BrokerProcess) =>
+    Number(
+      (
+        await servers.db.query<{ n: string }>(
+          `SELECT count(*) AS n FROM log_partitions WHERE stream = $1 AND owner LIKE $2 AND expires_at > now()`,
+          [config.streamName, `%-${p.child.pid}-%`],
+        )
+      ).rows[0]?.n,
+    );
+  await waitFor(async () => (await heldBy(p1)) === 2 && (await heldBy(p2)) === 2, {
+    timeoutMs: 30_000,
+    what: 'two partitions each',
+  });
+  await p1.kill();
+  await waitFor(async () => (await heldBy(p2)) === 4, { timeoutMs: 30_000, what: 'p2 to take all four' });
+  await using ingest = await startBroker(
+    { ...config, roles: new Set(['ingest'] as const) },
+    createLogger('warn'),
+  );
+  using client = new IngestClient(`127.0.0.1:${ingest.grpcPort}`);
+  const threads = Array.from({ length: 8 }, () => randomName('k-'));
+  const acks = await client.publish(
+    threads.map((th) => tokenEvent(th, 0)),
+    'PERSISTED',
+  );
+  assert.deepEqual(
+    acks.map((a) => a.seq),
+    threads.map(() => 1),
+  );
+  assert.match(p2.output(), /persisters gone/);
+});

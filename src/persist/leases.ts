@@ -200,6 +200,52 @@ export async function acquire(db: pg.Pool, s: LeaseScope, n: number): Promise<Le
     .sort((a, b) => a.partition - b.partition);
 }
 
+/**
+ * A persister's sign of life that needs no clock: a session advisory lock on its own
+ * connection, held for as long as it runs. A process that died (kill -9, a crash) loses its
+ * connection at once, and with it the lock.
+ */
+export async function holdMemberLock(client: pg.ClientBase, s: LeaseScope): Promise<boolean> {
+  const { rows } = await client.query<{ held: boolean }>(
+    "SELECT pg_try_advisory_lock(hashtextextended('rs-member:' || $1, 0)) AS held",
+    [s.member],
+  );
+  return rows[0]?.held === true;
+}
+
+export async function dropMemberLock(client: pg.ClientBase, s: LeaseScope): Promise<void> {
+  await client.query("SELECT pg_advisory_unlock(hashtextextended('rs-member:' || $1, 0))", [s.member]);
+}
+
+/**
+ * The other persisters holding leases whose member lock is free: dead processes (their
+ * connection is gone) whose leases have not run out yet. Their leases end now, and they leave
+ * the members, so the partitions are taken over at the next acquire instead of a lease later.
+ * A live persister that only lost its lock's connection (Postgres restarted) is fenced, and
+ * takes its share again.
+ */
+export async function reapDead(db: pg.Pool, s: LeaseScope): Promise<string[]> {
+  const { rows } = await db.query<{ owner: string }>({
+    name: 'rs_lease_reap',
+    text: `WITH dead AS (
+             SELECT owner FROM (SELECT DISTINCT owner FROM log_partitions
+                                 WHERE stream = $1 AND owner IS NOT NULL AND owner <> $2
+                                   AND expires_at > now()) o
+              WHERE CASE WHEN pg_try_advisory_lock(hashtextextended('rs-member:' || o.owner, 0))
+                         THEN pg_advisory_unlock(hashtextextended('rs-member:' || o.owner, 0))
+                         ELSE false END
+           ), ended AS (
+             UPDATE log_partitions p SET expires_at = now(), updated_at = now()
+               FROM dead WHERE p.stream = $1 AND p.owner = dead.owner AND p.expires_at > now()
+           ), gone AS (
+             DELETE FROM persister_members m USING dead WHERE m.stream = $1 AND m.member = dead.owner
+           )
+           SELECT owner FROM dead`,
+    values: [s.stream, s.member],
+  });
+  return rows.map((r) => r.owner);
+}
+
 /** Gives leases up at once (their positions stay), so another persister can take them now. */
 export async function release(db: pg.Pool, s: LeaseScope, leases: readonly Lease[]): Promise<void> {
   if (leases.length === 0) return;

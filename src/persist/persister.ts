@@ -40,15 +40,18 @@ import { storeBatch } from './batch-assigner.js';
 import { readCheckpoint, saveCheckpoint } from './checkpoint.js';
 import {
   acquire,
+  dropMemberLock,
   ensureLayout,
   FencedError,
   type FenceEntry,
   fence,
   heartbeat,
+  holdMemberLock,
   type Lease,
   type LeaseScope,
   leave,
   markLegacyDrained,
+  reapDead,
   release,
   renew,
   restoreMissing,
@@ -61,6 +64,11 @@ import type { PendingEvent, Rejection, ThreadBatchResult } from './seq-assigner.
 export const RETRY_BASE_MS = 100;
 export const RETRY_MAX_MS = 5_000;
 export const PULL_EXPIRES_MS = 2_000;
+/**
+ * The longest pause between two renewals, whatever the lease: each renewal is also when a dead
+ * persister (its connection closed) is noticed and its partitions taken over.
+ */
+export const MAX_TICK_MS = 1_000;
 /** How long one fetch of the older single-subject log waits for messages at an upgrade. */
 const LEGACY_FETCH_EXPIRES_MS = 1_000;
 
@@ -138,6 +146,9 @@ export class Persister implements AsyncDisposable {
   #timer: NodeJS.Timeout | undefined;
   #ticking: Promise<void> | undefined;
   #tickAgain = false;
+  /** The connection holding this persister's member lock (leases.ts holdMemberLock). */
+  #memberLock: pg.PoolClient | undefined;
+  #giveMemberLock: ((err?: Error) => void) | undefined;
   /** When the last renewal that succeeded was sent (performance.now()). */
   #renewedAt = 0;
   /** Events stored since start (not counting duplicates). */
@@ -242,7 +253,7 @@ export class Persister implements AsyncDisposable {
       this.#ticking = undefined;
       const again = this.#tickAgain;
       this.#tickAgain = false;
-      this.#schedule(again ? 0 : this.#o.leaseMs / 5);
+      this.#schedule(again ? 0 : Math.min(this.#o.leaseMs / 5, MAX_TICK_MS));
     });
     return this.#ticking;
   }
@@ -253,6 +264,10 @@ export class Persister implements AsyncDisposable {
     const { pool, log, subjects } = this.#o;
     const sentAt = performance.now();
     try {
+      await this.#holdMemberLock();
+      const dead = await reapDead(pool, this.#scope);
+      if (dead.length > 0)
+        log.warn({ dead }, 'persisters gone (their connection is closed): taking their partitions over');
       const members = await heartbeat(pool, this.#scope);
       if (members.rows !== subjects.partitions) await this.#restoreLeases(members.rows);
       const held = await renew(
@@ -280,6 +295,39 @@ export class Persister implements AsyncDisposable {
         for (const r of [...this.#readers.values()]) await this.#drop(r, 'its lease could not be renewed');
       }
     }
+  }
+
+  /** This persister's member lock, taken again on a new connection if its connection was lost. */
+  async #holdMemberLock(): Promise<void> {
+    if (this.#memberLock || this.#closed) return;
+    const client = await this.#o.pool.connect();
+    let released = false;
+    const give = (err?: Error): void => {
+      if (released) return;
+      released = true;
+      if (this.#memberLock === client) this.#memberLock = undefined;
+      client.release(err);
+    };
+    // A lost connection (Postgres restarted) is replaced at the next renewal.
+    client.on('error', (err) => give(err));
+    try {
+      if (await holdMemberLock(client, this.#scope)) {
+        this.#memberLock = client;
+        this.#giveMemberLock = give;
+        return;
+      }
+    } catch (err) {
+      give(err as Error);
+      throw err;
+    }
+    give();
+  }
+
+  async #dropMemberLock(): Promise<void> {
+    const client = this.#memberLock;
+    if (!client) return;
+    await dropMemberLock(client, this.#scope).catch(() => undefined);
+    this.#giveMemberLock?.();
   }
 
   /** The lease store lost rows (wiped or edited by hand): say so, and make the missing ones again. */
@@ -731,6 +779,7 @@ export class Persister implements AsyncDisposable {
       // Their leases run out instead.
       this.#o.log.warn({ err: (err as Error).message }, 'could not hand the partitions over');
     }
+    await this.#dropMemberLock();
     this.#readers.clear();
   }
 
