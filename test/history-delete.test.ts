@@ -345,8 +345,9 @@ test('a replay of the log cannot resurrect deleted events: from an old checkpoin
   await broker.close();
   const nc2 = await connect({ servers: servers.nats.url });
   const jsm = await jetstreamManager(nc2);
+  // u's partition stream ends with u's messages (or with the other thread's, when it shares it).
   const last = (await jsm.streams.info(threadStream(config, u))).state.last_seq;
-  assert.equal(last, accepted[3]?.offset);
+  assert.ok(last >= (accepted[3]?.offset as number));
   await deleteRows(servers.db, { threadId: u, logHorizon: last }); // the delete's Postgres step, no purge
   await nc2.close();
 
