@@ -15,9 +15,10 @@
  *
  *   node dist/bench/scale-out.js [--events 200000] [--threads 200] [--batch 100] [--runs 3]
  */
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import pg from 'pg';
 import { IngestClient } from '../src/client/ingest-client.js';
+import { readProcStats } from '../test/helpers/proc.js';
 import { type BrokerProcess, brokerConfig, spawnBroker, startServers } from '../test/helpers/stack.js';
 import { median } from './lib/stats.js';
 
@@ -70,36 +71,15 @@ function parseArgs(argv: readonly string[]): Args {
   };
 }
 
-/** utime + stime of a process and its threads, in ms (clock ticks of 10 ms). */
-function cpuMs(pid: number): number {
-  try {
-    const f = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const rest = f.slice(f.lastIndexOf(')') + 2).split(' ');
-    return (Number(rest[11]) + Number(rest[12])) * 10;
-  } catch {
-    return 0;
+/** utime + stime per process, in ms (clock ticks of 10 ms), and the pids by command name. */
+function cpuByPid(): { readonly ms: Map<number, number>; readonly byComm: Map<string, number[]> } {
+  const ms = new Map<number, number>();
+  const byComm = new Map<string, number[]>();
+  for (const p of readProcStats()) {
+    ms.set(p.pid, (Number(p.fields[11]) + Number(p.fields[12])) * 10);
+    byComm.set(p.comm, [...(byComm.get(p.comm) ?? []), p.pid]);
   }
-}
-
-/** Pids of the processes whose command line matches (nats-server, postgres). */
-function pidsOf(pattern: RegExp): number[] {
-  const out: number[] = [];
-  for (const d of readdirPids()) {
-    try {
-      const cmd = readFileSync(`/proc/${d}/cmdline`, 'utf8');
-      if (pattern.test(cmd)) out.push(d);
-    } catch {
-      // gone
-    }
-  }
-  return out;
-}
-
-function readdirPids(): number[] {
-  return readdirSync('/proc')
-    .filter((n) => /^\d+$/.test(n))
-    .map(Number)
-    .filter((n) => n !== process.pid);
+  return { ms, byComm };
 }
 
 async function metric(httpPort: number, name: string): Promise<number> {
@@ -150,9 +130,10 @@ async function runLayout(
       }
     });
     const total = threads.length * perThread;
+    const { byComm } = cpuByPid();
     const cpuPids: Record<string, number[]> = {
-      nats: pidsOf(/nats-server/),
-      postgres: pidsOf(/^postgres/),
+      nats: byComm.get('nats-server') ?? [],
+      postgres: byComm.get('postgres') ?? [],
       producer: [process.pid],
     };
     fronts.forEach((f, i) => {
@@ -161,10 +142,7 @@ async function runLayout(
     persisters.forEach((p, i) => {
       cpuPids[`persister ${i + 1}`] = [p.child.pid as number];
     });
-    const cpuAt = () =>
-      Object.fromEntries(
-        Object.entries(cpuPids).map(([k, pids]) => [k, pids.reduce((s, pid) => s + cpuMs(pid), 0)]),
-      );
+    const cpuAt = () => cpuByPid().ms;
     const before = cpuAt();
     const started = performance.now();
     let acked = 0;
@@ -202,8 +180,14 @@ async function runLayout(
     );
     for (const c of clients) c.close();
     const cpu: Record<string, number> = {};
-    for (const k of Object.keys(after))
-      cpu[k] = Math.round(((((after[k] ?? 0) - (before[k] ?? 0)) * 1000) / total) * 10) / 10;
+    // Per process, what it used between the two readings (a Postgres backend gone by the second counts 0).
+    for (const [k, pids] of Object.entries(cpuPids)) {
+      const used = pids.reduce((sum, pid) => {
+        const end = after.get(pid);
+        return end === undefined ? sum : sum + end - (before.get(pid) ?? 0);
+      }, 0);
+      cpu[k] = Math.round(((used * 1000) / total) * 10) / 10;
+    }
     return {
       ingestPerS: Math.round((acked / (lastAck - started)) * 1000),
       storedPerS: Math.round((total / (storedAt - started)) * 1000),
