@@ -178,6 +178,7 @@ export class LogPublisher {
     this.#sweeper ??= setInterval(() => this.#sweep(), SWEEP_INTERVAL_MS).unref();
     const now = Date.now();
     const deadline = now + this.timeoutMs;
+    const failed = new Map<string, Error>();
     for (const q of queue) {
       const id = ++this.#nextId;
       const m = q.message;
@@ -197,6 +198,12 @@ export class LogPublisher {
         thread: m.threadId,
         held: false,
       };
+      const earlier = failed.get(w.thread);
+      if (earlier) {
+        // An earlier message of its thread in this flush could not be sent: neither is this one.
+        q.reject(new Error(`an earlier message of its thread failed: ${earlier.message}`));
+        continue;
+      }
       const line = this.#lines.get(w.thread);
       if (line) {
         // Its thread has a message waiting for its ack: this one goes once that one is stored.
@@ -205,14 +212,15 @@ export class LogPublisher {
         this.#waiting.set(id, w);
         continue;
       }
+      // Recorded before it is sent: should the send throw, #settle fails the rest of its thread too.
+      this.#lines.set(w.thread, [id]);
+      this.#waiting.set(id, w);
       try {
         this.#send(id, w);
       } catch (err) {
-        q.reject(err as Error);
-        continue;
+        this.#settle(id, w, err as Error);
+        failed.set(w.thread, err as Error);
       }
-      this.#lines.set(w.thread, [id]);
-      this.#waiting.set(id, w);
     }
   }
 

@@ -213,10 +213,6 @@ export async function holdMemberLock(client: pg.ClientBase, s: LeaseScope): Prom
   return rows[0]?.held === true;
 }
 
-export async function dropMemberLock(client: pg.ClientBase, s: LeaseScope): Promise<void> {
-  await client.query("SELECT pg_advisory_unlock(hashtextextended('rs-member:' || $1, 0))", [s.member]);
-}
-
 /**
  * The other persisters holding leases whose member lock is free: dead processes (their
  * connection is gone) whose leases have not run out yet. Their leases end now, and they leave

@@ -25,7 +25,7 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { type ConsumerMessages, DeliverPolicy, type JetStreamClient, type JsMsg } from '@nats-io/jetstream';
 import { headers, type NatsConnection, type Subscription } from '@nats-io/transport-node';
-import type pg from 'pg';
+import pg from 'pg';
 import type { LogBounds } from '../domain/cursor.js';
 import type { LogRecord } from '../domain/event.js';
 import { COMMITTED_AT_HEADER, chunkEvents, encodeReceipts } from '../log/announcements.js';
@@ -40,7 +40,6 @@ import { storeBatch } from './batch-assigner.js';
 import { readCheckpoint, saveCheckpoint } from './checkpoint.js';
 import {
   acquire,
-  dropMemberLock,
   ensureLayout,
   FencedError,
   type FenceEntry,
@@ -69,6 +68,8 @@ export const PULL_EXPIRES_MS = 2_000;
  * persister (its connection closed) is noticed and its partitions taken over.
  */
 export const MAX_TICK_MS = 1_000;
+/** How long the member lock's connection may take to answer a probe before it is replaced. */
+const MEMBER_LOCK_PROBE_MS = 1_000;
 /** How long one fetch of the older single-subject log waits for messages at an upgrade. */
 const LEGACY_FETCH_EXPIRES_MS = 1_000;
 
@@ -147,8 +148,7 @@ export class Persister implements AsyncDisposable {
   #ticking: Promise<void> | undefined;
   #tickAgain = false;
   /** The connection holding this persister's member lock (leases.ts holdMemberLock). */
-  #memberLock: pg.PoolClient | undefined;
-  #giveMemberLock: ((err?: Error) => void) | undefined;
+  #memberLock: pg.Client | undefined;
   /** When the last renewal that succeeded was sent (performance.now()). */
   #renewedAt = 0;
   /** Events stored since start (not counting duplicates). */
@@ -264,7 +264,11 @@ export class Persister implements AsyncDisposable {
     const { pool, log, subjects } = this.#o;
     const sentAt = performance.now();
     try {
-      await this.#holdMemberLock();
+      // Trouble with the lock must not stop the renewal: without it, this persister is only
+      // taken over later (its leases run out) rather than at once should it die.
+      await this.#holdMemberLock().catch((err: unknown) =>
+        log.warn({ err: (err as Error).message }, 'could not hold the persister member lock'),
+      );
       const dead = await reapDead(pool, this.#scope);
       if (dead.length > 0)
         log.warn({ dead }, 'persisters gone (their connection is closed): taking their partitions over');
@@ -297,37 +301,47 @@ export class Persister implements AsyncDisposable {
     }
   }
 
-  /** This persister's member lock, taken again on a new connection if its connection was lost. */
+  /**
+   * This persister's member lock, on a connection of its own (outside the pool, so it takes no
+   * pool slot), checked every renewal and taken again on a new connection when it was lost or
+   * does not answer.
+   */
   async #holdMemberLock(): Promise<void> {
-    if (this.#memberLock || this.#closed) return;
-    const client = await this.#o.pool.connect();
-    let released = false;
-    const give = (err?: Error): void => {
-      if (released) return;
-      released = true;
+    if (this.#closed) return;
+    const held = this.#memberLock;
+    if (held) {
+      const alive = await Promise.race([
+        held.query('SELECT 1').then(
+          () => true,
+          () => false,
+        ),
+        new Promise<boolean>((resolve) => setTimeout(() => resolve(false), MEMBER_LOCK_PROBE_MS).unref()),
+      ]);
+      if (alive) return;
+      this.#dropMemberLock();
+    }
+    const client = new pg.Client({ ...this.#o.pool.options, keepAlive: true });
+    client.on('error', () => {
       if (this.#memberLock === client) this.#memberLock = undefined;
-      client.release(err);
-    };
-    // A lost connection (Postgres restarted) is replaced at the next renewal.
-    client.on('error', (err) => give(err));
+    });
     try {
+      await client.connect();
       if (await holdMemberLock(client, this.#scope)) {
         this.#memberLock = client;
-        this.#giveMemberLock = give;
         return;
       }
     } catch (err) {
-      give(err as Error);
+      client.end().catch(() => undefined);
       throw err;
     }
-    give();
+    client.end().catch(() => undefined);
   }
 
-  async #dropMemberLock(): Promise<void> {
+  /** Ends the lock's connection, which frees the lock (no query that could hang on a dead link). */
+  #dropMemberLock(): void {
     const client = this.#memberLock;
-    if (!client) return;
-    await dropMemberLock(client, this.#scope).catch(() => undefined);
-    this.#giveMemberLock?.();
+    this.#memberLock = undefined;
+    client?.end().catch(() => undefined);
   }
 
   /** The lease store lost rows (wiped or edited by hand): say so, and make the missing ones again. */
@@ -779,7 +793,7 @@ export class Persister implements AsyncDisposable {
       // Their leases run out instead.
       this.#o.log.warn({ err: (err as Error).message }, 'could not hand the partitions over');
     }
-    await this.#dropMemberLock();
+    this.#dropMemberLock();
     this.#readers.clear();
   }
 
