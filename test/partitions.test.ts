@@ -5,11 +5,12 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { startBroker } from '../src/broker.js';
 import { IngestClient } from '../src/client/ingest-client.js';
 import { loadConfig } from '../src/config.js';
 import { partitionOf } from '../src/domain/partition.js';
+import { ensureLogStream, partitionStream } from '../src/log/streams.js';
 import { Subjects } from '../src/log/subjects.js';
 import { createLogger } from '../src/logger.js';
 import { storeBatch } from '../src/persist/batch-assigner.js';
@@ -27,6 +28,7 @@ import {
 } from '../src/persist/leases.js';
 import { migrate } from '../src/persist/migrate.js';
 import { tokenEvent } from './helpers/events.js';
+import { startNatsServer } from './helpers/nats-server.js';
 import { logRecord } from './helpers/records.js';
 import {
   type BrokerProcess,
@@ -522,4 +524,32 @@ test("a killed persister's partitions are taken over when its connection closes,
     threads.map(() => 1),
   );
   assert.match(p2.output(), /persisters gone/);
+});
+
+test('processes creating the log at the same moment all start (a create racing another is looked at again)', async () => {
+  await using nats = await startNatsServer({ useEnv: false });
+  const subjects = new Subjects(randomName('race'), 8);
+  const streamName = randomName('RACE_');
+  const conns = await Promise.all(Array.from({ length: 6 }, () => connect({ servers: nats.url })));
+  try {
+    await Promise.all(
+      conns.map(async (nc) =>
+        ensureLogStream(await jetstreamManager(nc), {
+          streamName,
+          subjects,
+          maxAgeMs: 3_600_000,
+          duplicateWindowMs: 60_000,
+          replicas: 1,
+        }),
+      ),
+    );
+    const jsm = await jetstreamManager(conns[0] as NatsConnection);
+    for (let p = 0; p < 8; p++) {
+      assert.deepEqual((await jsm.streams.info(partitionStream(streamName, p))).config.subjects, [
+        subjects.logOfPartition(p),
+      ]);
+    }
+  } finally {
+    for (const nc of conns) await nc.close();
+  }
 });

@@ -104,6 +104,7 @@ async function ensurePartitionStream(
   const name = partitionStream(o.streamName, p);
   const subject = o.subjects.logOfPartition(p);
   const limits = { max_age: nanos(o.maxAgeMs), duplicate_window: nanos(o.duplicateWindowMs) };
+  let raced: unknown;
   for (let attempt = 0; ; attempt++) {
     try {
       const info = await jsm.streams.info(name);
@@ -126,7 +127,8 @@ async function ensurePartitionStream(
       }
       return;
     } catch (err) {
-      if (!isNotFound(err) || attempt > 2) throw err;
+      if (!isNotFound(err)) throw err;
+      if (attempt > 2) throw raced ?? err;
     }
     try {
       // With no subject a producer publishes to until it starts after the older log.
@@ -141,8 +143,10 @@ async function ensurePartitionStream(
         ...limits,
       });
     } catch (err) {
-      // Another process created it between our info and add: look again.
-      if (!String(err).includes('already in use')) throw err;
+      // Another process created it between our info and add (nats-server answers "already in
+      // use" or, to a create racing another, "subjects overlap"): look again.
+      if (!/already in use|subjects overlap/i.test(String(err))) throw err;
+      raced = err;
     }
   }
 }
