@@ -44,7 +44,7 @@ import {
 } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { DEFAULT_PERSIST_BATCH_MAX } from '../src/config.js';
-import { PULL_EXPIRES_MS } from '../src/persist/persister.js';
+import { PULL_EXPIRES_MS, PULL_HEARTBEAT_MS } from '../src/persist/persister.js';
 import { findNatsServerBinary, startNatsServer } from '../test/helpers/nats-server.js';
 import { readProcStats } from '../test/helpers/proc.js';
 import { waitForQuiet } from './lib/cpu.js';
@@ -307,6 +307,7 @@ async function openReader(
   const messages: ConsumerMessages = await consumer.consume({
     max_messages: DEFAULT_PERSIST_BATCH_MAX,
     expires: PULL_EXPIRES_MS,
+    idle_heartbeat: PULL_HEARTBEAT_MS,
   });
   const notifications: Record<string, number> = {};
   void (async () => {

@@ -62,7 +62,19 @@ import type { PendingEvent, Rejection, ThreadBatchResult } from './seq-assigner.
 
 export const RETRY_BASE_MS = 100;
 export const RETRY_MAX_MS = 5_000;
-export const PULL_EXPIRES_MS = 2_000;
+/**
+ * A partition consumer's pull requests: long, with heartbeats at nats.js's shortest.
+ *
+ * nats-server (seen on 2.9.10) now and then ends a pull request that expires just as a message
+ * arrives without the 408 that tells the client: the message then waits until the client has
+ * missed two heartbeats and pulls again. With 2 s pulls (1 s heartbeats) that was a 2 s stall
+ * of a partition in about one run in three of the 5,000 events/s bench, i.e. its p99. A request
+ * of `batchMax` messages that lives 30 s is refilled (at half) long before it expires whenever
+ * the partition is busy, so busy partitions never see an expiry; and when one is missed, or the
+ * server forgot the request (a NATS restart), 500 ms heartbeats find it within a second.
+ */
+export const PULL_EXPIRES_MS = 30_000;
+export const PULL_HEARTBEAT_MS = 500;
 /**
  * The longest pause between two renewals, whatever the lease: each renewal is also when a dead
  * persister (its connection closed) is noticed and its partitions taken over.
@@ -452,9 +464,13 @@ export class Persister implements AsyncDisposable {
       deliver_policy: DeliverPolicy.StartSequence,
       opt_start_seq: r.lastQueued + 1,
     });
-    // Short pulls: after a NATS restart the server has forgotten the open pull request,
-    // and the client notices only by missed heartbeats (half the pull's expiry).
-    const messages = await consumer.consume({ max_messages: this.#o.batchMax, expires: PULL_EXPIRES_MS });
+    // After a NATS restart the server has forgotten the open pull request, and the client
+    // notices only by missed heartbeats: see PULL_EXPIRES_MS.
+    const messages = await consumer.consume({
+      max_messages: this.#o.batchMax,
+      expires: PULL_EXPIRES_MS,
+      idle_heartbeat: PULL_HEARTBEAT_MS,
+    });
     if (!r.current || this.#closed) {
       // Let go while opening. (Not awaited: closing messages never iterated waits for ever.)
       messages.close().catch(() => undefined);
