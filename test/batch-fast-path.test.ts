@@ -17,6 +17,7 @@ import { rejectionOf } from '../src/persist/poison.js';
 import type { PendingEvent, ThreadBatchResult } from '../src/persist/seq-assigner.js';
 import { type PostgresHandle, startPostgres } from './helpers/postgres.js';
 import { expectGapFree, randomName, threadRows } from './helpers/stack.js';
+import { waitFor } from './helpers/wait.js';
 
 let server: PostgresHandle;
 /** Stored with storeBatch (the fast path where it fits). */
@@ -196,6 +197,45 @@ test('a batch of new events of several threads is stored in ONE query, as the tr
   assert.equal(expectGapFree((await threadRows(pool, t0)).map((r) => r.seq)), 16);
   const positions = await partitionPositions(pool, STREAM);
   assert.equal(positions.get(0), nextOffset - 1, 'the fence moved the position');
+});
+
+test('the fast path reads the heads after its locks: a writer it waited for is seen committed', async () => {
+  const t = randomName('fl-');
+  await recording(pool, (c) => storeBatch(c, new Map([[t, [pending(t, 'e1')]]])));
+  // Another writer of the thread holds its lock and has stored seq 2, not committed yet.
+  const other = await pool.connect();
+  try {
+    await other.query('BEGIN');
+    await other.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [t]);
+    await other.query(
+      `INSERT INTO run_events (thread_id, seq, event_id, run_id, event_type, category, user_id, created_at,
+                               content, metadata, stream_offset)
+       SELECT thread_id, 2, 'e2', run_id, event_type, category, user_id, created_at, content, metadata, $2
+         FROM run_events WHERE thread_id = $1 AND seq = 1`,
+      [t, nextOffset++],
+    );
+    const [result, texts] = await recording(pool, async (c) => {
+      // The statement starts (its own snapshot taken) and waits for the lock.
+      const storing = storeBatch(c, new Map([[t, [pending(t, 'e3')]]]));
+      await waitFor(
+        async () =>
+          ((await pool.query("SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"))
+            .rowCount ?? 0) > 0,
+        { what: 'the fast path to wait for the lock' },
+      );
+      await other.query('COMMIT');
+      return storing;
+    });
+    assert.equal(texts.length, 1);
+    assert.deepEqual(
+      result.get(t)?.receipts.map((r) => r.seq),
+      [3],
+      'the head read after the lock',
+    );
+  } finally {
+    other.release();
+  }
+  assert.equal(expectGapFree((await threadRows(pool, t)).map((r) => r.seq)), 3);
 });
 
 test('a batch with a redelivered event falls back to the transaction: no gap, nothing twice', async () => {
