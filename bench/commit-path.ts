@@ -1,10 +1,10 @@
 /**
  * The persister's commit path alone: `node dist/bench/commit-path.js [--rounds=N]`.
  *
- * Calls `storeBatch` (src/persist/batch-assigner.ts), the persister's one transaction per
- * batch, on a fresh database with batches shaped as the fixed-rate scenarios make them (one
+ * Calls `storeBatch` (src/persist/batch-assigner.ts) as the persister does, with its fence
+ * (a held partition lease whose position each batch moves), on a fresh database with batches shaped as the fixed-rate scenarios make them (one
  * event per thread for up to 100 threads, then several per thread), and reports per batch
- * size the median latency of a batch (BEGIN … COMMIT, the statements' round trips included)
+ * size the median latency of a batch (all its statements' round trips included)
  * and, per event, the main thread's busy time in this process (the pg client: encoding,
  * text-array escaping, the statements' replies) and Postgres' CPU. No broker, no NATS: what the commit path costs by itself.
  */
@@ -12,7 +12,7 @@ import { parseArgs } from 'node:util';
 import pg from 'pg';
 import type { LogRecord } from '../src/domain/event.js';
 import { createLogger } from '../src/logger.js';
-import { storeBatch } from '../src/persist/batch-assigner.js';
+import { type BatchFence, storeBatch } from '../src/persist/batch-assigner.js';
 import { migrate } from '../src/persist/migrate.js';
 import type { PendingEvent } from '../src/persist/seq-assigner.js';
 import { startServers } from '../test/helpers/stack.js';
@@ -24,6 +24,9 @@ const { values: args } = parseArgs({ options: { rounds: { type: 'string', defaul
 const ROUNDS = Number(args.rounds);
 const SIZES = [1, 10, 50, 100, 500];
 const THREADS = 100;
+/** The one partition lease the batches are fenced with. */
+const SCOPE = { stream: 'bench-log', member: 'bench-persister', leaseMs: 3_600_000 };
+const EPOCH = 1;
 
 async function main(): Promise<void> {
   await using servers = await startServers({ own: true });
@@ -31,6 +34,10 @@ async function main(): Promise<void> {
   const pool = new pg.Pool({ connectionString: url, max: 1 });
   pool.on('error', () => undefined);
   await migrate(pool, createLogger('silent'));
+  await pool.query(
+    `INSERT INTO log_partitions (stream, partition, owner, epoch, expires_at) VALUES ($1, 0, $2, $3, 'infinity')`,
+    [SCOPE.stream, SCOPE.member, EPOCH],
+  );
   const threads = makeThreads(THREADS);
   let offset = 0;
   const batchOf = (size: number): Map<string, PendingEvent[]> => {
@@ -55,6 +62,11 @@ async function main(): Promise<void> {
     }
     return groups;
   };
+  const fenceOf = (groups: Map<string, PendingEvent[]>): BatchFence => {
+    let upto = 0;
+    for (const g of groups.values()) for (const p of g) upto = Math.max(upto, p.offset);
+    return { scope: SCOPE, entries: [{ partition: 0, epoch: EPOCH, upto }] };
+  };
   const client = await pool.connect();
   client.on('error', () => undefined);
   try {
@@ -64,16 +76,22 @@ async function main(): Promise<void> {
     );
     for (const size of SIZES) {
       // Warm up: plans prepared, first pages in the cache.
-      for (let i = 0; i < 20; i++) await storeBatch(client, batchOf(size));
-      const batches = Array.from({ length: ROUNDS }, () => batchOf(size));
+      for (let i = 0; i < 20; i++) {
+        const b = batchOf(size);
+        await storeBatch(client, b, fenceOf(b));
+      }
+      const batches = Array.from({ length: ROUNDS }, () => {
+        const b = batchOf(size);
+        return { b, fence: fenceOf(b) };
+      });
       const ms: number[] = [];
       const before = schedSnapshot([]);
       // The client's time apart, as the main thread's busy time (event-loop utilisation): a
       // snapshot reads all of /proc, and the helper threads work for the servers' output.
       const own = performance.eventLoopUtilization();
-      for (const b of batches) {
+      for (const { b, fence } of batches) {
         const t0 = performance.now();
-        await storeBatch(client, b);
+        await storeBatch(client, b, fence);
         ms.push(performance.now() - t0);
       }
       const ownUs = performance.eventLoopUtilization(own);

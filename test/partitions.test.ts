@@ -179,15 +179,17 @@ test('leases: one holder at a time; a taken-over lease commits nothing; a takeov
   const client = await db.connect();
   try {
     await assert.rejects(
-      storeBatch(client, new Map([[t, [{ record, offset: 11 }]]]), (c) =>
-        fence(c, a, [{ partition: 0, epoch: e, upto: 11 }]),
-      ),
+      storeBatch(client, new Map([[t, [{ record, offset: 11 }]]]), {
+        scope: a,
+        entries: [{ partition: 0, epoch: e, upto: 11 }],
+      }),
       FencedError,
     );
     // b's lease proves the same batch.
-    await storeBatch(client, new Map([[t, [{ record, offset: 11 }]]]), (c) =>
-      fence(c, b, [{ partition: 0, epoch: e + 1, upto: 11 }]),
-    );
+    await storeBatch(client, new Map([[t, [{ record, offset: 11 }]]]), {
+      scope: b,
+      entries: [{ partition: 0, epoch: e + 1, upto: 11 }],
+    });
   } finally {
     client.release();
   }

@@ -1,7 +1,20 @@
 /**
- * Stores a whole multi-thread batch in ONE READ COMMITTED transaction, with a constant
- * number of set-based statements whatever the number of threads. Per thread, the result
- * is exactly what storing each thread's events alone, one thread after another, returns:
+ * Stores a whole multi-thread batch, per thread exactly as storing each thread's events
+ * alone, one thread after another, would. Two ways, with the same result:
+ *
+ * The fast path, for a batch with no rejected event and no event_id repeated within a thread
+ * (the common case: new events): ONE statement in autocommit, `rs_store_batch` (migration
+ * 0009), one round trip and no BEGIN/COMMIT. In it, each its own statement: the fence, the
+ * advisory locks, the heads, then the insert with thread heads and runs upkeep. Each statement
+ * of a VOLATILE function takes a fresh snapshot under READ COMMITTED (PostgreSQL docs, Function
+ * Volatility Categories; quoted in the migration), so the reads after the locks see every
+ * earlier writer of those threads committed, as in the transaction. When it finds
+ * an event already stored or a deletion horizon that could drop one, it raises
+ * {@link SLOW_PATH_SQLSTATE}, which rolls it all back (the fence too), and the batch goes the
+ * slow way.
+ *
+ * The slow path, {@link storeBatchInTransaction}: ONE READ COMMITTED transaction with a
+ * constant number of set-based statements whatever the number of threads:
  *  0. the caller's fence, when given: the persister's partition leases and positions, which
  *     aborts the transaction when a lease was taken over (leases.ts);
  *  1. the threads' advisory locks, one statement, taken in key order (so two persisters
@@ -12,10 +25,14 @@
  *  4. one insert (`unnest`) for every thread, seqs computed here per thread, and in the same
  *     statement (5) thread heads and runs upkeep (deltas from runs.ts `runDeltas`);
  *  6. for events the store refused (poison.ts), their dead letters, one statement.
+ *
+ * The runs upkeep SQL exists twice, in RECORD_SQL here and in rs_store_batch: a change to
+ * one must be made to the other (test/batch-assigner.test.ts compares the two paths).
  */
 import type pg from 'pg';
 import { categoryNumber, type StoredEvent } from '../domain/event.js';
 import type { Horizons } from './deletions.js';
+import { FencedError, type FenceEntry, fence as fenceLeases, type LeaseScope } from './leases.js';
 import { noticeEventId, rejectionNotice, storableText } from './poison.js';
 import { type RunDelta, runDeltas } from './runs.js';
 import type { PendingEvent, Receipt, ThreadBatchResult } from './seq-assigner.js';
@@ -129,14 +146,193 @@ interface ThreadState {
   readonly runsToCheck: Set<string>;
 }
 
+/** What a batch proves and moves first: the persister's leases (leases.ts `fence`). */
+export interface BatchFence {
+  readonly scope: LeaseScope;
+  readonly entries: readonly FenceEntry[];
+}
+
+/** rs_store_batch found a lease not held: DETAIL lists the lost partitions. */
+export const FENCED_SQLSTATE = 'RS001';
+/** rs_store_batch found an event stored before or a deletion horizon: take the slow path. */
+export const SLOW_PATH_SQLSTATE = 'RS002';
+
+const FAST_SQL = `SELECT o_thread, o_head FROM rs_store_batch(${Array.from({ length: 40 }, (_, i) => `$${i + 1}`).join(', ')})`;
+
 /**
  * Stores every thread's events of a batch (`groups`: thread_id → its events, in log
- * order) in one transaction. Returns, per thread, the new events and a receipt per event.
+ * order) in one statement when it can, else in one transaction (see the top of this file).
+ * Returns, per thread, the new events and a receipt per event. A lease of `fence` not held
+ * throws {@link FencedError}, and nothing is stored.
  */
 export async function storeBatch(
   client: pg.ClientBase,
   groups: ReadonlyMap<string, readonly PendingEvent[]>,
-  fence?: (client: pg.ClientBase) => Promise<void>,
+  fence?: BatchFence,
+): Promise<Map<string, ThreadBatchResult>> {
+  if (groups.size === 0 || !fastPathFits(groups)) return storeBatchInTransaction(client, groups, fence);
+  try {
+    return await storeBatchFast(client, groups, fence);
+  } catch (err) {
+    if ((err as { code?: unknown } | null)?.code !== SLOW_PATH_SQLSTATE) throw err;
+    return storeBatchInTransaction(client, groups, fence);
+  }
+}
+
+/** No rejection to dead-letter, no event_id twice in a thread: every event takes the next seq. */
+function fastPathFits(groups: ReadonlyMap<string, readonly PendingEvent[]>): boolean {
+  for (const batch of groups.values()) {
+    if (batch.length > 1) {
+      const ids = new Set<string>();
+      for (const p of batch) {
+        if (p.rejection || ids.has(p.record.event_id)) return false;
+        ids.add(p.record.event_id);
+      }
+    } else if (batch[0]?.rejection) return false;
+  }
+  return true;
+}
+
+/** A stored event whose seq is made absolute in place once its thread's head is known. */
+type Numbered = StoredEvent & { seq: number };
+
+/** The fast path: rs_store_batch (migration 0009), one statement in autocommit. */
+async function storeBatchFast(
+  client: pg.ClientBase,
+  groups: ReadonlyMap<string, readonly PendingEvent[]>,
+  fence: BatchFence | undefined,
+): Promise<Map<string, ThreadBatchResult>> {
+  const t = { id: [] as string[], count: [] as number[], first: [] as number[] };
+  const ev = {
+    threadId: [] as string[],
+    ordinal: [] as number[],
+    eventId: [] as string[],
+    runId: [] as string[],
+    eventType: [] as string[],
+    category: [] as number[],
+    userId: [] as string[],
+    createdAt: [] as string[],
+    content: [] as string[],
+    metadata: [] as string[],
+    offset: [] as number[],
+    categoryName: [] as (string | null)[],
+    createdAtText: [] as (string | null)[],
+  };
+  const deltas: { threadId: string; d: RunDelta }[] = [];
+  // Per thread, its events numbered from 0 (seq = head + ordinal): made absolute once the heads are known.
+  const inserted = new Map<string, Numbered[]>();
+  for (const [threadId, batch] of groups) {
+    const mine: Numbered[] = [];
+    inserted.set(threadId, mine);
+    if (batch.length === 0) continue;
+    let first = Number.POSITIVE_INFINITY;
+    for (const p of batch) {
+      const r = p.record;
+      mine.push({ ...r, seq: mine.length + 1, offset: p.offset });
+      if (p.offset < first) first = p.offset;
+      ev.threadId.push(threadId);
+      ev.ordinal.push(mine.length);
+      ev.eventId.push(r.event_id);
+      ev.runId.push(r.run_id);
+      ev.eventType.push(r.event_type);
+      const category = categoryNumber(r.category);
+      ev.category.push(category);
+      ev.categoryName.push(category === 0 ? r.category : null);
+      ev.userId.push(r.user_id);
+      ev.createdAt.push(r.created_at);
+      ev.createdAtText.push(r.created_at_text ?? null);
+      ev.content.push(r.content_json);
+      ev.metadata.push(r.metadata_json);
+      ev.offset.push(p.offset);
+    }
+    t.id.push(threadId);
+    t.count.push(batch.length);
+    t.first.push(first);
+    for (const d of runDeltas(mine)) deltas.push({ threadId, d });
+  }
+  const col = <K extends keyof RunDelta>(k: K): RunDelta[K][] => deltas.map((x) => x.d[k]);
+  const entries = fence?.entries ?? [];
+  let rows: { o_thread: string; o_head: string }[];
+  try {
+    ({ rows } = await client.query<{ o_thread: string; o_head: string }>({
+      name: 'rs_batch_fast',
+      text: FAST_SQL,
+      values: [
+        fence?.scope.stream ?? '',
+        fence?.scope.member ?? '',
+        entries.map((e) => e.partition),
+        entries.map((e) => e.epoch),
+        entries.map((e) => e.upto),
+        t.id,
+        t.count,
+        t.first,
+        ev.threadId,
+        ev.ordinal,
+        ev.eventId,
+        ev.runId,
+        ev.eventType,
+        ev.category,
+        ev.userId,
+        ev.createdAt,
+        ev.content,
+        ev.metadata,
+        ev.offset,
+        ev.categoryName,
+        ev.createdAtText,
+        deltas.map((x) => x.threadId),
+        col('run_id'),
+        col('user_id'),
+        col('status'),
+        col('explicit'),
+        col('first_seq'),
+        col('last_seq'),
+        col('end_seq'),
+        col('events'),
+        col('messages'),
+        col('traces'),
+        col('lifecycles'),
+        col('started_at'),
+        col('updated_at'),
+        col('ended_at'),
+        col('metadata'),
+        col('outcome'),
+        col('mixed'),
+        col('sole'),
+      ],
+    }));
+  } catch (err) {
+    const e = err as { code?: unknown; detail?: unknown } | null;
+    if (e?.code !== FENCED_SQLSTATE) throw err;
+    const lost = new Set(
+      String(e.detail ?? '')
+        .split(',')
+        .map(Number),
+    );
+    throw new FencedError(entries.filter((x) => lost.has(x.partition)));
+  }
+  const heads = new Map(rows.map((r) => [r.o_thread, Number(r.o_head)]));
+  const results = new Map<string, ThreadBatchResult>();
+  for (const [threadId, events] of inserted) {
+    const head = heads.get(threadId) ?? 0;
+    const receipts: Receipt[] = new Array(events.length);
+    for (let i = 0; i < events.length; i++) {
+      const e = events[i] as (typeof events)[number];
+      e.seq += head;
+      receipts[i] = { event_id: e.event_id, seq: e.seq, offset: e.offset };
+    }
+    results.set(threadId, { inserted: events, receipts });
+  }
+  return results;
+}
+
+/**
+ * The slow path: the batch in one READ COMMITTED transaction of several statements (see the
+ * top of this file), for any batch: redeliveries, repeats, deletions, rejections.
+ */
+export async function storeBatchInTransaction(
+  client: pg.ClientBase,
+  groups: ReadonlyMap<string, readonly PendingEvent[]>,
+  fence?: BatchFence,
 ): Promise<Map<string, ThreadBatchResult>> {
   const results = new Map<string, ThreadBatchResult>();
   if (groups.size === 0) return results;
@@ -167,7 +363,7 @@ export async function storeBatch(
   await client.query('BEGIN');
   try {
     // The persister's proof that it still owns the batch's partitions (leases.ts), first.
-    await fence?.(client);
+    if (fence) await fenceLeases(client, fence.scope, fence.entries);
     await client.query({ name: 'rs_batch_lock', text: LOCK_SQL, values: [threadIds] });
     const existing = await client.query<{
       thread_id: string;

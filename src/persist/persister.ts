@@ -612,9 +612,7 @@ export class Persister implements AsyncDisposable {
         });
         const results = await endWith(
           span,
-          withClient(this.#o.pool, (client) =>
-            storeBatch(client, groups, (c) => fence(c, this.#scope, entries)),
-          ),
+          withClient(this.#o.pool, (client) => storeBatch(client, groups, { scope: this.#scope, entries })),
         );
         this.#o.metrics?.persistCommitSeconds.observe(secondsSince(startMs));
         this.#o.metrics?.persistBatchEvents.observe(events.length);

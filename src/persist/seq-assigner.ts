@@ -1,12 +1,16 @@
 /**
  * The types of seq assignment, and the one-thread form of it.
  *
- * The work itself is {@link storeBatch} (batch-assigner.ts): one READ COMMITTED
- * transaction for a whole multi-thread batch — the threads' `pg_advisory_xact_lock`s
- * first, in their own statement, so later statements take their snapshots once every
- * earlier writer of those threads has committed; then the already-stored event_ids and
- * heads; one `unnest` insert with seq = head+1, head+2, ... per thread; thread heads and
- * runs; commit. `UNIQUE (thread_id, seq)` and `UNIQUE (thread_id, event_id)` are the backstops.
+ * The work itself is {@link storeBatch} (batch-assigner.ts), for a whole multi-thread batch.
+ * A batch of new events (none stored before, none repeated, none rejected, no deletion in the
+ * way) is stored by ONE statement in autocommit, the function rs_store_batch (migration 0009):
+ * the fence, the threads' `pg_advisory_xact_lock`s in their own statement, then the heads
+ * (each statement of the function takes a fresh snapshot, so after every earlier writer of
+ * those threads has committed), then one `unnest` insert with seq = head+1, head+2, ... per
+ * thread, thread heads and runs. Any other batch, or one that function sends back, is stored in
+ * one READ COMMITTED transaction of the same steps as separate statements, which also drops
+ * the already-stored event_ids and the deleted past and dead-letters rejected events.
+ * `UNIQUE (thread_id, seq)` and `UNIQUE (thread_id, event_id)` are the backstops.
  */
 import type pg from 'pg';
 import type { LogRecord, StoredEvent } from '../domain/event.js';
@@ -33,7 +37,7 @@ export interface ThreadBatchResult {
   readonly receipts: Receipt[];
 }
 
-/** Stores one thread's batch (all events must share `threadId`), in one transaction. */
+/** Stores one thread's batch (all events must share `threadId`), atomically (storeBatch). */
 export async function storeThreadBatch(
   client: pg.ClientBase,
   threadId: string,
