@@ -2,9 +2,12 @@
 // a well-formed log record is skipped (and logged), and the events after it are stored.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { jetstream } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
+import { partitionOf } from '../src/domain/partition.js';
+import { partitionStream } from '../src/log/streams.js';
 import { Subjects } from '../src/log/subjects.js';
+import { PULL_MIN_MESSAGES } from '../src/persist/persister.js';
 import { expectGapFree, randomName, startStack, threadRows } from './helpers/stack.js';
 import { waitFor } from './helpers/wait.js';
 
@@ -56,4 +59,85 @@ test('junk published straight onto the log is skipped, and later events are stor
     rows.map((r) => r.event_id),
     ['e1', 'e2', 'e3'],
   );
+});
+
+test('a persister that cannot store holds about three batches of the log, however many partitions it reads', async () => {
+  const batchMax = 64;
+  const partitions = 8;
+  await using stack = await startStack({ partitions, persistBatchMax: batchMax });
+  // A thread in each partition, each held up by a session advisory lock on its key: the
+  // persister's first batch waits on it, so nothing is stored and the log backs up.
+  const threads: string[] = [];
+  for (let p = 0; p < partitions; p++) {
+    for (;;) {
+      const t = randomName('t-');
+      if (partitionOf(t, partitions) === p) {
+        threads.push(t);
+        break;
+      }
+    }
+  }
+  const blocker = await stack.db.connect();
+  try {
+    for (const t of threads) await blocker.query('SELECT pg_advisory_lock(hashtextextended($1, 0))', [t]);
+    const perThread = 150;
+    for (let i = 0; i < perThread; i++) {
+      // One event per request: one log message per event.
+      await Promise.all(
+        threads.map((t) =>
+          stack.client.publish([
+            {
+              thread_id: t,
+              run_id: 'run-1',
+              event_id: `e${i}`,
+              event_type: 'ai_chunk',
+              category: 'MESSAGE',
+              content_json: '{}',
+            },
+          ]),
+        ),
+      );
+    }
+    const nc = await connect({ servers: stack.servers.nats.url });
+    try {
+      const jsm = await jetstreamManager(nc);
+      // What the server has handed to the persister's consumers: taken, or waiting in the client.
+      const delivered = async (): Promise<number> => {
+        let n = 0;
+        for (let p = 0; p < partitions; p++) {
+          for await (const c of jsm.consumers.list(partitionStream(stack.config.streamName, p))) {
+            n += c.delivered.stream_seq;
+          }
+        }
+        return n;
+      };
+      let last = -1;
+      await waitFor(
+        async () => {
+          const now = await delivered();
+          const settled = now === last && now > 0;
+          last = now;
+          return settled;
+        },
+        { what: 'the deliveries to the blocked persister to stop growing', intervalMs: 500 },
+      );
+      assert.equal((await threadRows(stack.db, threads[0] as string)).length, 0, 'nothing stored yet');
+      // The batch in hand, the queue (two batches, plus a message per partition read), and
+      // the pulls: about one batch across all partitions, at least PULL_MIN_MESSAGES each.
+      const bound = batchMax + 2 * batchMax + partitions + Math.max(batchMax, partitions * PULL_MIN_MESSAGES);
+      assert.ok(last <= bound, `the persister holds ${last} messages, more than ${bound}`);
+    } finally {
+      await nc.close();
+    }
+  } finally {
+    await blocker.query('SELECT pg_advisory_unlock_all()');
+    blocker.release();
+  }
+  // Then everything is stored, in order.
+  await waitFor(async () => (await threadRows(stack.db, threads[7] as string)).length === 150, {
+    what: 'the backlog stored',
+    timeoutMs: 60_000,
+  });
+  for (const t of threads)
+    assert.equal(expectGapFree((await threadRows(stack.db, t)).map((r) => r.seq)), 150);
 });

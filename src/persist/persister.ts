@@ -69,12 +69,25 @@ export const RETRY_MAX_MS = 5_000;
  * arrives without the 408 that tells the client: the message then waits until the client has
  * missed two heartbeats and pulls again. With 2 s pulls (1 s heartbeats) that was a 2 s stall
  * of a partition in about one run in three of the 5,000 events/s bench, i.e. its p99. A request
- * of `batchMax` messages that lives 30 s is refilled (at half) long before it expires whenever
+ * that lives 30 s is refilled (at half: {@link pullMessages}) long before it expires whenever
  * the partition is busy, so busy partitions never see an expiry; and when one is missed, or the
  * server forgot the request (a NATS restart), 500 ms heartbeats find it within a second.
  */
 export const PULL_EXPIRES_MS = 30_000;
 export const PULL_HEARTBEAT_MS = 500;
+/** The smallest pull of a partition, in messages (see {@link pullMessages}). */
+export const PULL_MIN_MESSAGES = 16;
+
+/**
+ * A partition's pull, in messages: its part of a batch. nats.js keeps what a pull brings
+ * until it is read, and a partition's reader stops reading while the queue is full, so each
+ * partition's pull is held in memory on top of the queue: with a whole batch per partition a
+ * persister that cannot store (Postgres away) held one batch per partition, 32 by default.
+ * Split, the pulls of all partitions hold about one batch.
+ */
+export function pullMessages(batchMax: number, partitions: number): number {
+  return Math.max(PULL_MIN_MESSAGES, Math.ceil(batchMax / partitions));
+}
 /**
  * The longest pause between two renewals, whatever the lease: each renewal is also when a dead
  * persister (its connection closed) is noticed and its partitions taken over.
@@ -467,7 +480,7 @@ export class Persister implements AsyncDisposable {
     // After a NATS restart the server has forgotten the open pull request, and the client
     // notices only by missed heartbeats: see PULL_EXPIRES_MS.
     const messages = await consumer.consume({
-      max_messages: this.#o.batchMax,
+      max_messages: pullMessages(this.#o.batchMax, this.#o.subjects.partitions),
       expires: PULL_EXPIRES_MS,
       idle_heartbeat: PULL_HEARTBEAT_MS,
     });
