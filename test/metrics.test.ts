@@ -68,7 +68,10 @@ describe('an open broker', () => {
       stack.client.publish([tokenEvent(t, 99, { event_id: 'bad id!' }), tokenEvent(t, 100)], 'ACCEPTED'),
     );
     await sub.waitFor((f) => f.type === 'event' && f.event.seq === 23);
-    await waitFor(async () => (await stack.db.query('SELECT 1 FROM thread_heads')).rowCount === 1);
+    await waitFor(
+      async () =>
+        (await stack.db.query('SELECT 1 FROM run_events WHERE thread_id = $1', [t])).rowCount === 23,
+    );
 
     const m = await scrape(stack.httpUrl);
     assert.equal(sample(m, 'runstream_ingest_requests_total{ack="ACCEPTED",outcome="ok"}'), 3);

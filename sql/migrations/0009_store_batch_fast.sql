@@ -22,16 +22,18 @@
 --     horizon at or above any event's offset, raises RS002: "store it the slow way", which
 --     rolls the whole statement back, the fence included;
 --  4. the insert, seq = head + the event's ordinal within its thread, and in the same
---     statement thread_heads and runs upkeep as batch-assigner.ts INSERT_AND_RECORD_SQL (the
---     runs' seqs come relative to the head: the head is added here);
+--     statement the runs upkeep as batch-assigner.ts INSERT_AND_RECORD_SQL (the runs' seqs
+--     come relative to the head: the head is added here). thread_heads is not written: a
+--     thread's head is GREATEST(max(seq), thread_heads.head_seq), and only a deletion needs
+--     head_seq (it keeps the head of what it deleted there);
 --  5. each thread's head from before the insert.
 -- An error of the data (a ::json cast, a timestamp) propagates with its own SQLSTATE, for
 -- persist/poison.ts. Timestamps come as text and are cast here, as the slow path casts them
 -- after its fence, so a bad one is met after the fence too.
 CREATE FUNCTION rs_store_batch(
   p_stream text, p_member text, p_partitions int[], p_epochs int8[], p_upto int8[],
-  -- each thread of the events once: its event count, its lowest offset
-  p_threads text[], p_counts int8[], p_first_offsets int8[],
+  -- each thread of the events once, and its lowest offset
+  p_threads text[], p_first_offsets int8[],
   e_thread text[], e_ordinal int8[], e_event_id text[], e_run_id text[], e_event_type text[],
   e_category int2[], e_user_id text[], e_created_at text[], e_content text[], e_metadata text[],
   e_offset int8[], e_category_name text[], e_created_at_text text[],
@@ -82,9 +84,9 @@ BEGIN
       USING ERRCODE = 'RS002';
   END IF;
 
-  -- 4. The insert, heads and runs (batch-assigner.ts INSERT_AND_RECORD_SQL, seqs from the heads).
+  -- 4. The insert and runs (batch-assigner.ts INSERT_AND_RECORD_SQL, seqs from the heads).
   WITH hd AS (
-    SELECT * FROM unnest(p_threads, v_heads, p_counts) AS hd(thread_id, head, n)
+    SELECT * FROM unnest(p_threads, v_heads) AS hd(thread_id, head)
   ), ins AS (
     INSERT INTO run_events
       (thread_id, seq, event_id, run_id, event_type, category, user_id, created_at, content, metadata,
@@ -108,10 +110,6 @@ BEGIN
            AS r(thread_id, run_id, user_id, status, explicit, first_rel, last_rel, end_rel, events, messages,
                 traces, lifecycles, started_at, updated_at, ended_at, metadata, outcome, mixed, sole)
       JOIN hd ON hd.thread_id = r.thread_id
-  ), head AS (
-    INSERT INTO thread_heads (thread_id, head_seq)
-    SELECT hd.thread_id, hd.head + hd.n FROM hd
-    ON CONFLICT (thread_id) DO UPDATE SET head_seq = GREATEST(thread_heads.head_seq, EXCLUDED.head_seq)
   ), upd AS (
     UPDATE runs r SET
       user_id = CASE WHEN r.user_id = '' THEN x.user_id ELSE r.user_id END,

@@ -5,7 +5,7 @@
  * The fast path, for a batch with no rejected event and no event_id repeated within a thread
  * (the common case: new events): ONE statement in autocommit, `rs_store_batch` (migration
  * 0009), one round trip and no BEGIN/COMMIT. In it, each its own statement: the fence, the
- * advisory locks, the heads, then the insert with thread heads and runs upkeep. Each statement
+ * advisory locks, the heads, then the insert with the runs upkeep. Each statement
  * of a VOLATILE function takes a fresh snapshot under READ COMMITTED (PostgreSQL docs, Function
  * Volatility Categories; quoted in the migration), so the reads after the locks see every
  * earlier writer of those threads committed, as in the transaction. When it finds
@@ -23,7 +23,9 @@
  *  2. heads, deletion horizons and already-stored (thread_id, event_id) rows, one query;
  *  3. the deletion check (deletions.ts semantics), one query and only when needed;
  *  4. one insert (`unnest`) for every thread, seqs computed here per thread, and in the same
- *     statement (5) thread heads and runs upkeep (deltas from runs.ts `runDeltas`);
+ *     statement (5) the runs upkeep (deltas from runs.ts `runDeltas`). thread_heads is not
+ *     written: a head is GREATEST(max(seq), thread_heads.head_seq), and only a deletion,
+ *     which removes rows, keeps the head of what it removed there (deletions.ts);
  *  6. for events the store refused (poison.ts), their dead letters, one statement.
  *
  * The runs upkeep SQL exists twice, in RECORD_SQL here and in rs_store_batch: a change to
@@ -71,20 +73,17 @@ const INSERT_SQL = `
               content, metadata, stream_offset, category_name, created_at_text)`;
 
 // runs.ts RECORD_SQL with a thread_id column: under the threads' advisory locks nothing
-// else writes these rows, so update-then-insert is race-free. Each thread appears once in
-// $1/$2, each (thread_id, run_id) once in x.
+// else writes these rows, so update-then-insert is race-free. Each (thread_id, run_id) is
+// once in x. (thread_heads is not written here: a thread's head is GREATEST(max(seq),
+// thread_heads.head_seq), and only deletions need head_seq, deletions.ts.)
 const RECORD_SQL = `
   WITH x AS (
-    SELECT * FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::bool[], $8::int8[], $9::int8[],
-                         $10::int8[], $11::int8[], $12::int8[], $13::int8[], $14::int8[], $15::timestamptz[],
-                         $16::timestamptz[], $17::timestamptz[], $18::text[], $19::text[], $20::bool[],
-                         $21::text[])
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bool[], $6::int8[], $7::int8[],
+                         $8::int8[], $9::int8[], $10::int8[], $11::int8[], $12::int8[], $13::timestamptz[],
+                         $14::timestamptz[], $15::timestamptz[], $16::text[], $17::text[], $18::bool[],
+                         $19::text[])
       AS x(thread_id, run_id, user_id, status, explicit, first_seq, last_seq, end_seq, events, messages,
            traces, lifecycles, started_at, updated_at, ended_at, metadata, outcome, mixed, sole)
-  ), head AS (
-    INSERT INTO thread_heads (thread_id, head_seq)
-    SELECT * FROM unnest($1::text[], $2::int8[])
-    ON CONFLICT (thread_id) DO UPDATE SET head_seq = GREATEST(thread_heads.head_seq, EXCLUDED.head_seq)
   ), upd AS (
     UPDATE runs r SET
       user_id = CASE WHEN r.user_id = '' THEN x.user_id ELSE r.user_id END,
@@ -157,7 +156,7 @@ export const FENCED_SQLSTATE = 'RS001';
 /** rs_store_batch found an event stored before or a deletion horizon: take the slow path. */
 export const SLOW_PATH_SQLSTATE = 'RS002';
 
-const FAST_SQL = `SELECT o_thread, o_head FROM rs_store_batch(${Array.from({ length: 40 }, (_, i) => `$${i + 1}`).join(', ')})`;
+const FAST_SQL = `SELECT o_thread, o_head FROM rs_store_batch(${Array.from({ length: 39 }, (_, i) => `$${i + 1}`).join(', ')})`;
 
 /**
  * Stores every thread's events of a batch (`groups`: thread_id → its events, in log
@@ -202,7 +201,7 @@ async function storeBatchFast(
   groups: ReadonlyMap<string, readonly PendingEvent[]>,
   fence: BatchFence | undefined,
 ): Promise<Map<string, ThreadBatchResult>> {
-  const t = { id: [] as string[], count: [] as number[], first: [] as number[] };
+  const t = { id: [] as string[], first: [] as number[] };
   const ev = {
     threadId: [] as string[],
     ordinal: [] as number[],
@@ -246,7 +245,6 @@ async function storeBatchFast(
       ev.offset.push(p.offset);
     }
     t.id.push(threadId);
-    t.count.push(batch.length);
     t.first.push(first);
     for (const d of runDeltas(mine)) deltas.push({ threadId, d });
   }
@@ -264,7 +262,6 @@ async function storeBatchFast(
         entries.map((e) => e.epoch),
         entries.map((e) => e.upto),
         t.id,
-        t.count,
         t.first,
         ev.threadId,
         ev.ordinal,
@@ -454,7 +451,6 @@ export async function storeBatchInTransaction(
       noticeSeq: [] as number[],
       categoryName: [] as (string | null)[],
     };
-    const heads = { threadId: [] as string[], head: [] as number[] };
     const deltas: { threadId: string; d: RunDelta }[] = [];
     for (const s of states.values()) {
       const receipts: Receipt[] = new Array(s.batch.length);
@@ -514,11 +510,7 @@ export async function storeBatchInTransaction(
         ins.metadata.push(r.metadata_json);
         ins.offset.push(p.offset);
       }
-      if (fresh > 0) {
-        heads.threadId.push(s.threadId);
-        heads.head.push(s.head + fresh);
-        for (const d of runDeltas(inserted)) deltas.push({ threadId: s.threadId, d });
-      }
+      if (fresh > 0) for (const d of runDeltas(inserted)) deltas.push({ threadId: s.threadId, d });
       results.set(s.threadId, { inserted, receipts });
     }
 
@@ -541,8 +533,6 @@ export async function storeBatchInTransaction(
           ins.offset,
           ins.categoryName,
           ins.createdAtText,
-          heads.threadId,
-          heads.head,
           deltas.map((x) => x.threadId),
           col('run_id'),
           col('user_id'),

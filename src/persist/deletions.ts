@@ -110,6 +110,8 @@ export function deleteRows(pool: pg.Pool, q: DeleteRowsQuery): Promise<DeletedRo
         ]);
       }
       // The head never goes down; a thread deleted before any of it was stored gets one too.
+      // The persister keeps no head (a head is GREATEST(max(seq), head_seq)): what a delete
+      // removes may hold it, so the head is kept here, the rows left over counted in.
       const { rows: head } = await client.query<{ head_seq: string }>(
         q.runId === undefined
           ? {
@@ -126,7 +128,7 @@ export function deleteRows(pool: pg.Pool, q: DeleteRowsQuery): Promise<DeletedRo
             }
           : {
               text: `INSERT INTO thread_heads AS h (thread_id, head_seq, run_deleted_upto_offset)
-                     VALUES ($1, $2, $3)
+                     VALUES ($1, GREATEST($2::int8, (SELECT max(seq) FROM run_events WHERE thread_id = $1)), $3)
                      ON CONFLICT (thread_id) DO UPDATE SET
                        head_seq = GREATEST(h.head_seq, EXCLUDED.head_seq),
                        run_deleted_upto_offset = GREATEST(h.run_deleted_upto_offset, EXCLUDED.run_deleted_upto_offset)

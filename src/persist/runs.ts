@@ -1,7 +1,7 @@
 /**
  * The `runs` table: one row per run, kept by the persister from the run's events in the
  * same transaction that stores them (so a run's counters and status never disagree with
- * its events), and the thread's head seq beside it (see migration 0004). The status rule
+ * its events). The status rule
  * is domain/run-lifecycle.ts; this file folds a batch's events into one change per run
  * ({@link runDeltas}) and reads the rows back.
  */

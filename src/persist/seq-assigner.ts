@@ -7,7 +7,7 @@
  * the fence, the threads' `pg_advisory_xact_lock`s in their own statement, then the heads
  * (each statement of the function takes a fresh snapshot, so after every earlier writer of
  * those threads has committed), then one `unnest` insert with seq = head+1, head+2, ... per
- * thread, thread heads and runs. Any other batch, or one that function sends back, is stored in
+ * thread, and the runs. Any other batch, or one that function sends back, is stored in
  * one READ COMMITTED transaction of the same steps as separate statements, which also drops
  * the already-stored event_ids and the deleted past and dead-letters rejected events.
  * `UNIQUE (thread_id, seq)` and `UNIQUE (thread_id, event_id)` are the backstops.

@@ -54,7 +54,7 @@ export async function listThreads(db: pg.Pool | pg.ClientBase, q: ThreadsQuery):
   if (q.userId !== undefined) where.push(`r.user_id = ${param(q.userId)}`);
   if (q.after !== undefined) where.push(`r.thread_id > ${param(q.after)}`);
   const { rows } = await db.query<Record<string, string>>(
-    `SELECT r.thread_id, COALESCE(max(h.head_seq), max(r.last_seq))::int8 AS head_seq,
+    `SELECT r.thread_id, GREATEST(max(h.head_seq), max(r.last_seq))::int8 AS head_seq,
             count(*)::int8 AS run_count, sum(r.event_count)::int8 AS event_count,
             sum(r.message_count)::int8 AS message_count,
             ${TS('min(r.started_at)')} AS started_at, ${TS('max(r.updated_at)')} AS updated_at,
