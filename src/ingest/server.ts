@@ -149,7 +149,8 @@ export class IngestService {
     let published: Promise<LogAck[]>;
     const startMs = performance.now();
     try {
-      published = this.#o.publisher.publish(records);
+      // Only a PERSISTED ack listens for the persister's commit receipts (log-batch.ts).
+      published = this.#o.publisher.publish(records, { receipts: pending !== undefined });
     } catch (err) {
       pending?.dispose();
       void endWith(span, Promise.reject(err)).catch(() => undefined);
@@ -164,7 +165,7 @@ export class IngestService {
     }
     const result = (async (): Promise<PublishResponse> => {
       try {
-        const pubAcks = await this.#republishDeleted(records, await published);
+        const pubAcks = await this.#republishDeleted(records, await published, pending !== undefined);
         if (pending) return { acks: await pending.wait(pubAcks) };
         const acks: EventAck[] = pubAcks.map((a, i) => ({
           event_id: records[i]?.event_id,
@@ -191,7 +192,11 @@ export class IngestService {
    * that one (a real duplicate: above the horizon); after a later delete, new again.
    * Messages are one thread and run each, so all records of one share their ack.
    */
-  async #republishDeleted(records: readonly LogRecord[], acks: LogAck[]): Promise<LogAck[]> {
+  async #republishDeleted(
+    records: readonly LogRecord[],
+    acks: LogAck[],
+    receipts: boolean,
+  ): Promise<LogAck[]> {
     if (!acks.some((a) => a.duplicate)) return acks;
     const byOffset = new Map<number, number[]>();
     acks.forEach((a, i) => {
@@ -207,7 +212,7 @@ export class IngestService {
       if (offset > horizon) continue; // the original is alive: a real duplicate
       const again = await this.#o.publisher.publish(
         indexes.map((i) => records[i] as LogRecord),
-        `~${horizon}`,
+        { msgIdSuffix: `~${horizon}`, receipts },
       );
       indexes.forEach((i, k) => {
         fixed[i] = again[k] as LogAck;
