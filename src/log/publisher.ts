@@ -112,6 +112,12 @@ interface Queued extends Pick<Waiter, 'resolve' | 'reject'> {
   readonly message: LogMessage;
 }
 
+function unavailable(err: unknown): never {
+  throw new UnavailableError(`the event log did not accept the events: ${(err as Error).message}`, {
+    cause: err,
+  });
+}
+
 export class LogPublisher {
   #queue: Queued[] = [];
   readonly #inbox = createInbox();
@@ -155,21 +161,21 @@ export class LogPublisher {
     let messages = encodeLogMessages(records, maxBodyBytes(this.nc), options);
     const suffix = options.msgIdSuffix ?? '';
     if (suffix !== '') messages = messages.map((m) => ({ ...m, msgId: `${m.msgId}${suffix}` }));
+    if (messages.length === 1) {
+      // One message (every request of one thread and run): every record shares its ack.
+      return this.#enqueue(messages[0] as LogMessage).then(
+        (ack) => (records.length === 1 ? [ack] : new Array<LogAck>(records.length).fill(ack)),
+        unavailable,
+      );
+    }
     const acks = messages.map((m) => this.#enqueue(m));
-    return Promise.all(acks).then(
-      (messageAcks) => {
-        const perRecord: LogAck[] = new Array(records.length);
-        messages.forEach((m, k) => {
-          for (const i of m.indexes) perRecord[i] = messageAcks[k] as LogAck;
-        });
-        return perRecord;
-      },
-      (err: unknown) => {
-        throw new UnavailableError(`the event log did not accept the events: ${(err as Error).message}`, {
-          cause: err,
-        });
-      },
-    );
+    return Promise.all(acks).then((messageAcks) => {
+      const perRecord: LogAck[] = new Array(records.length);
+      messages.forEach((m, k) => {
+        for (const i of m.indexes) perRecord[i] = messageAcks[k] as LogAck;
+      });
+      return perRecord;
+    }, unavailable);
   }
 
   #enqueue(message: LogMessage): Promise<LogAck> {
