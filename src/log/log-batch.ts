@@ -83,33 +83,28 @@ export function encodeLogMessages(
   options: LogMessageOptions = {},
 ): LogMessage[] {
   const prefix = options.receipts === false ? NO_RECEIPTS_PREFIX : V2_PREFIX;
+  if (records.length === 1) {
+    // One event per request (token streams): no grouping to do, so no drafts, map or joins.
+    const r = records[0] as LogRecord;
+    const entry = entryOf(r);
+    checkFits(r, 0, entrySize(r, entry), maxBytes);
+    return [
+      {
+        threadId: r.thread_id,
+        runId: r.run_id,
+        body: `${prefix}"thread_id":"${r.thread_id}","run_id":"${r.run_id}","events":[${entry}]}\n${r.content_json}${r.metadata_json}`,
+        msgId: msgId(r.thread_id, r.event_id),
+        indexes: FIRST_ONLY,
+      },
+    ];
+  }
   const open: Draft[] = [];
   const lastOfThread = new Map<string, Draft>();
   for (let i = 0; i < records.length; i++) {
     const r = records[i] as LogRecord;
-    const entry = JSON.stringify({
-      event_id: r.event_id,
-      event_type: r.event_type,
-      category: r.category,
-      user_id: r.user_id,
-      created_at: r.created_at,
-      created_at_text: r.created_at_text,
-      content_length: r.content_json.length,
-      metadata_length: r.metadata_json.length,
-    });
-    // Ids and enum fields are ASCII; payloads may not be, so count what they really take.
-    const size =
-      entry.length +
-      1 +
-      Buffer.byteLength(r.content_json, 'utf8') +
-      Buffer.byteLength(r.metadata_json, 'utf8');
-    if (size + headerBytes(r) > maxBytes) {
-      throw new InvalidArgumentError(
-        `events[${i}]`,
-        `takes ${size + headerBytes(r)} bytes in the log, which holds at most ${maxBytes} per message ` +
-          "(the NATS server's max_payload); send smaller content_json / metadata_json",
-      );
-    }
+    const entry = entryOf(r);
+    const size = entrySize(r, entry);
+    checkFits(r, i, size, maxBytes);
     let d = lastOfThread.get(r.thread_id);
     if (!d || d.runId !== r.run_id || d.bytes + size > maxBytes) {
       d = { runId: r.run_id, entries: [], payloads: [], indexes: [], bytes: headerBytes(r) };
@@ -122,6 +117,40 @@ export function encodeLogMessages(
     d.bytes += size;
   }
   return open.map((d) => message(records, d, prefix));
+}
+
+const FIRST_ONLY: readonly number[] = Object.freeze([0]);
+
+/** A record's entry in its message's header. */
+function entryOf(r: LogRecord): string {
+  return JSON.stringify({
+    event_id: r.event_id,
+    event_type: r.event_type,
+    category: r.category,
+    user_id: r.user_id,
+    created_at: r.created_at,
+    created_at_text: r.created_at_text,
+    content_length: r.content_json.length,
+    metadata_length: r.metadata_json.length,
+  });
+}
+
+/** The body bytes a record takes: its entry, a comma, and its payloads. */
+function entrySize(r: LogRecord, entry: string): number {
+  // Ids and enum fields are ASCII; payloads may not be, so count what they really take.
+  return (
+    entry.length + 1 + Buffer.byteLength(r.content_json, 'utf8') + Buffer.byteLength(r.metadata_json, 'utf8')
+  );
+}
+
+/** @throws InvalidArgumentError naming `events[i]` when the record alone cannot fit a message. */
+function checkFits(r: LogRecord, i: number, size: number, maxBytes: number): void {
+  if (size + headerBytes(r) <= maxBytes) return;
+  throw new InvalidArgumentError(
+    `events[${i}]`,
+    `takes ${size + headerBytes(r)} bytes in the log, which holds at most ${maxBytes} per message ` +
+      "(the NATS server's max_payload); send smaller content_json / metadata_json",
+  );
 }
 
 /** The bytes of a message's header around its events' entries (`"receipts":false,` included). */
