@@ -89,6 +89,12 @@ test('receipt wants: a thread is announced with receipts only for wanted events,
   assert.equal(wants.size, 3, 'the oldest thread forgotten');
   assert.equal(wants.take('old', [receipt('o1')]), false);
   assert.equal(wants.take('new', [receipt('n3')]), true);
+  // A thread read again goes to the back: the one not read since is forgotten first.
+  wants.add([logRecord('idle', 'r', 'i1')]);
+  wants.add([logRecord('new', 'r', 'n4')]);
+  wants.add([logRecord('late', 'r', 'l1')]);
+  assert.equal(wants.take('idle', [receipt('i1')]), false, 'the idle thread forgotten');
+  assert.equal(wants.take('new', [receipt('n1'), receipt('n4')]), true);
   assert.ok(MAX_WANTED_EVENTS >= 10_000);
 });
 

@@ -7,17 +7,18 @@
  *
  * Matched by event_id, not by offset: a duplicate's receipt carries the stored row's offset,
  * not the message's. The notes of messages read but never committed here (a partition taken
- * over) are forgotten by age past {@link MAX_WANTED_EVENTS}: such a waiter is answered by its
- * own lookup in Postgres (ingest/persist-waiter.ts), a few seconds later.
+ * over) are forgotten, the thread least recently read first, past {@link MAX_WANTED_EVENTS}:
+ * such a waiter is answered by its own lookup in Postgres (ingest/persist-waiter.ts), a few
+ * seconds later.
  */
 import type { LogRecord } from '../domain/event.js';
 import type { Receipt } from '../domain/receipt.js';
 
-/** Noted events held at most; the threads noted first are forgotten first. */
+/** Noted events held at most; the threads least recently noted are forgotten first. */
 export const MAX_WANTED_EVENTS = 100_000;
 
 export class ReceiptWants {
-  /** thread_id → event_ids whose receipts are wanted; in the order threads were first noted. */
+  /** thread_id → event_ids whose receipts are wanted; in the order threads were last noted. */
   readonly #byThread = new Map<string, Set<string>>();
   #size = 0;
 
@@ -32,10 +33,10 @@ export class ReceiptWants {
   add(records: readonly LogRecord[]): void {
     for (const r of records) {
       let ids = this.#byThread.get(r.thread_id);
-      if (ids === undefined) {
-        ids = new Set();
-        this.#byThread.set(r.thread_id, ids);
-      }
+      if (ids === undefined) ids = new Set();
+      // To the back of the age order: a thread still read is never the one forgotten first.
+      else this.#byThread.delete(r.thread_id);
+      this.#byThread.set(r.thread_id, ids);
       const before = ids.size;
       ids.add(r.event_id);
       this.#size += ids.size - before;
