@@ -107,7 +107,8 @@ export class RunControl {
       content_json: JSON.stringify({ reason: req.reason, source: req.source, requested_by: requestedBy }),
       metadata_json: '{}',
     };
-    const [ack] = await this.#o.publisher.publish([record]);
+    // Nobody waits for its commit receipt: the answer is its offset.
+    const [ack] = await this.#o.publisher.publish([record], { receipts: false });
     const cancel: CancelRun = {
       thread_id: threadId,
       run_id: runId,

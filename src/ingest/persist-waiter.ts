@@ -14,6 +14,12 @@
  * every request still waiting {@link DEFAULT_RECHECK_AFTER_MS} after it began looks its
  * events up in Postgres, then again at growing intervals: a lost receipt costs a few
  * seconds, never the whole ack timeout.
+ *
+ * A duplicate not in Postgres yet may have no receipt coming at all: the persister publishes
+ * receipts only for log messages of PERSISTED requests (log/log-batch.ts), and the original
+ * of a PERSISTED retry may have been an ACCEPTED attempt. Such a request is looked up from
+ * the next sweep ({@link RECHECK_SWEEP_MS}) on, at growing intervals, instead of after
+ * {@link DEFAULT_RECHECK_AFTER_MS}.
  */
 
 import type pg from 'pg';
@@ -270,6 +276,11 @@ export class PendingPersist implements Disposable {
   #done: (() => void) | undefined;
   readonly #since = Date.now();
   #checkAt = 0;
+  /**
+   * A duplicate was not in Postgres yet: its original may be a message no one asked receipts
+   * for (an ACCEPTED first attempt, log-batch.ts), so no receipt may ever come for it.
+   */
+  #unannounced = false;
 
   constructor(
     private readonly records: readonly LogRecord[],
@@ -300,7 +311,9 @@ export class PendingPersist implements Disposable {
    */
   takeRecheck(now: number, afterMs: number): boolean {
     const waited = now - this.#since;
-    if (this.#missing === 0 || waited < afterMs || now < this.#checkAt) return false;
+    if (this.#missing === 0 || now < this.#checkAt) return false;
+    // A duplicate that may get no receipt is looked up from the next sweep on, not after afterMs.
+    if (waited < afterMs && !this.#unannounced) return false;
     this.#checkAt = now + Math.min(waited, MAX_RECHECK_PAUSE_MS);
     return true;
   }
@@ -329,6 +342,7 @@ export class PendingPersist implements Disposable {
     for (const [threadId, ids] of dupThreads) {
       const found = await findEvents(this.pool, threadId, ids);
       for (const [event_id, v] of found) this.#resolve(threadId, { event_id, ...v });
+      if (found.size < ids.length) this.#unannounced = true;
     }
     if (this.#missing > 0) {
       let deadline: Deadline | undefined;

@@ -26,7 +26,7 @@ import { loadProto } from '../proto.js';
 import { endWith, SpanKind, startSpan } from '../tracing.js';
 import { type ControlFeeds, StreamControls } from './control.js';
 import { type InflightBudget, requestBytes } from './inflight.js';
-import type { PersistWaiter } from './persist-waiter.js';
+import type { PendingPersist, PersistWaiter } from './persist-waiter.js';
 import { type ValidationLimits, validateEvents } from './validate.js';
 
 export const INGEST_SERVICE = 'runstream.v1.Ingest';
@@ -139,7 +139,7 @@ export class IngestService {
       traceparent,
       attributes: { 'runstream.events': records.length, 'runstream.ack': String(ack) },
     });
-    let pending: Awaited<ReturnType<PersistWaiter['prepare']>> | undefined;
+    let pending: PendingPersist | undefined;
     try {
       pending = ack === 'PERSISTED' ? await this.#o.waiter.prepare(records) : undefined;
     } catch (err) {
@@ -149,37 +149,54 @@ export class IngestService {
     let published: Promise<LogAck[]>;
     const startMs = performance.now();
     try {
-      published = this.#o.publisher.publish(records);
+      // Only a PERSISTED ack listens for the persister's commit receipts (log-batch.ts).
+      published = this.#o.publisher.publish(records, { receipts: pending !== undefined });
     } catch (err) {
       pending?.dispose();
       void endWith(span, Promise.reject(err)).catch(() => undefined);
       throw err;
     }
     const publishSeconds = this.#o.metrics?.logPublishSeconds;
-    if (publishSeconds) {
-      published.then(
-        () => publishSeconds.observe(secondsSince(startMs)),
-        () => undefined,
-      );
-    }
-    const result = (async (): Promise<PublishResponse> => {
-      try {
-        const pubAcks = await this.#republishDeleted(records, await published);
-        if (pending) return { acks: await pending.wait(pubAcks) };
-        const acks: EventAck[] = pubAcks.map((a, i) => ({
-          event_id: records[i]?.event_id,
-          duplicate: a.duplicate,
-          seq: 0,
-          offset: a.seq,
-        }));
-        return { acks };
-      } finally {
-        pending?.dispose();
-      }
-    })();
+    const observed =
+      publishSeconds === undefined
+        ? published
+        : published.then((pubAcks) => {
+            publishSeconds.observe(secondsSince(startMs));
+            return pubAcks;
+          });
+    // An ACCEPTED request is answered straight from its log acks, without an async frame (and
+    // its promises) per request at one event per request; PERSISTED ones wait for receipts.
+    const result =
+      pending === undefined
+        ? observed.then((pubAcks) =>
+            pubAcks.some((a) => a.duplicate)
+              ? this.#republishDeleted(records, pubAcks, false).then((fixed) =>
+                  acceptedResponse(records, fixed),
+                )
+              : acceptedResponse(records, pubAcks),
+          )
+        : this.#persistedResponse(records, observed, pending);
     result.catch(() => undefined); // observed by the caller; never an unhandled rejection
-    void endWith(span, result).catch(() => undefined);
+    // A span that records nothing (no tracing SDK, or not sampled) need not be ended.
+    if (span.isRecording()) void endWith(span, result).catch(() => undefined);
     return { result };
+  }
+
+  /** A PERSISTED request's answer: once Postgres has committed each of its events. */
+  async #persistedResponse(
+    records: readonly LogRecord[],
+    published: Promise<LogAck[]>,
+    pending: PendingPersist,
+  ): Promise<PublishResponse> {
+    try {
+      const pubAcks = await published;
+      const fixed = pubAcks.some((a) => a.duplicate)
+        ? await this.#republishDeleted(records, pubAcks, true)
+        : pubAcks;
+      return { acks: await pending.wait(fixed) };
+    } finally {
+      pending.dispose();
+    }
   }
 
   /**
@@ -191,8 +208,11 @@ export class IngestService {
    * that one (a real duplicate: above the horizon); after a later delete, new again.
    * Messages are one thread and run each, so all records of one share their ack.
    */
-  async #republishDeleted(records: readonly LogRecord[], acks: LogAck[]): Promise<LogAck[]> {
-    if (!acks.some((a) => a.duplicate)) return acks;
+  async #republishDeleted(
+    records: readonly LogRecord[],
+    acks: LogAck[],
+    receipts: boolean,
+  ): Promise<LogAck[]> {
     const byOffset = new Map<number, number[]>();
     acks.forEach((a, i) => {
       if (!a.duplicate) return;
@@ -207,7 +227,7 @@ export class IngestService {
       if (offset > horizon) continue; // the original is alive: a real duplicate
       const again = await this.#o.publisher.publish(
         indexes.map((i) => records[i] as LogRecord),
-        `~${horizon}`,
+        { msgIdSuffix: `~${horizon}`, receipts },
       );
       indexes.forEach((i, k) => {
         fixed[i] = again[k] as LogAck;
@@ -291,8 +311,11 @@ export class IngestService {
     const principal = this.#o.auth.authenticate(bearerFromGrpc(call.metadata));
     // One trace for the stream's events, from the call's metadata.
     const traceparent = traceparentOf(call.metadata);
+    /** The principal once known: a request then issues without awaiting it again. */
+    let known: Principal | undefined;
     principal.then(
       (p) => {
+        known = p;
         if (failed || ended) return;
         stopExpiry = watchExpiry(p, () => {
           if (!ended) fail(new TokenExpiredError('token expired; reopen the stream with a fresh token'));
@@ -309,7 +332,11 @@ export class IngestService {
       inflightBytes += bytes;
       budget.take(bytes);
       pace();
-      const issued = issueChain.then(async () => this.#issue(req, await principal, observe, traceparent));
+      const issued = issueChain.then(() =>
+        known !== undefined
+          ? this.#issue(req, known, observe, traceparent)
+          : principal.then((p) => this.#issue(req, p, observe, traceparent)),
+      );
       issueChain = issued.catch(() => undefined);
       respondChain = respondChain.then(async () => {
         try {
@@ -369,6 +396,16 @@ export class IngestService {
 function traceparentOf(metadata: grpc.Metadata): string | undefined {
   const v = metadata.get(TRACEPARENT_KEY)[0];
   return parseTraceparent(typeof v === 'string' ? v : v?.toString());
+}
+
+/** An ACCEPTED request's answer: where its events are in the log. */
+function acceptedResponse(records: readonly LogRecord[], pubAcks: readonly LogAck[]): PublishResponse {
+  const acks: EventAck[] = new Array(pubAcks.length);
+  for (let i = 0; i < pubAcks.length; i++) {
+    const a = pubAcks[i] as LogAck;
+    acks[i] = { event_id: records[i]?.event_id, duplicate: a.duplicate, seq: 0, offset: a.seq };
+  }
+  return { acks };
 }
 
 function ackLabel(ack: string | number): AckLabel {

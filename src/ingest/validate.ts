@@ -137,6 +137,7 @@ function categoryOf(e: Event__Output, path: string): string {
  */
 function checkJson(text: string, field: string, mustBeObject: boolean, maxDepth: number): void {
   if (text === '') throw new InvalidArgumentError(field, 'is required (any JSON value, e.g. null)');
+  if (text === '{}') return; // what an event without metadata carries: nothing to parse
   let value: unknown;
   try {
     value = JSON.parse(text);

@@ -20,6 +20,14 @@
  * by earlier versions, a JSON array of {@link LogRecord}s or a single record object, are
  * still read.
  *
+ * A message of a request that nobody waits on past the log (ack level ACCEPTED) says so in its
+ * header, `"receipts":false` right after the version: the persister then publishes no commit
+ * receipts for it (they are only for PERSISTED acks, and at one event per request they were a
+ * NATS message per event that no one read). The mark is negative so that every message without
+ * it (a PERSISTED request's, or one written by an earlier version or into the legacy stream) is
+ * answered as before; it is in the body rather than a NATS header so ingest builds no header
+ * and the persister parses none, and a persister of the previous version ignores the key.
+ *
  * `Nats-Msg-Id` names the message's content: `thread:event_id` for a single event (as
  * before), and for several the thread, the first event_id, the count and a hash of all
  * the event_ids, so JetStream drops an identical retry within its window and nothing
@@ -47,6 +55,21 @@ export interface LogMessage {
   readonly indexes: readonly number[];
 }
 
+/** What a message's header says beyond its events. */
+export interface LogMessageOptions {
+  /**
+   * Whether the persister publishes commit receipts for the message's events (for a
+   * PERSISTED ack); default true. False marks the message `"receipts":false`.
+   */
+  readonly receipts?: boolean;
+}
+
+/** The records of a log message, and whether someone waits on their commit receipts. */
+export interface DecodedLogMessage {
+  readonly records: LogRecord[];
+  readonly receipts: boolean;
+}
+
 /**
  * Packs records into messages, each of one thread and run, whose bodies stay within
  * `maxBytes`. A thread's records keep their order across its messages: a thread's next
@@ -54,34 +77,34 @@ export interface LogMessage {
  * are listed in the order they were opened, which is the order they must be published in.
  * @throws InvalidArgumentError naming the event when one record alone cannot fit.
  */
-export function encodeLogMessages(records: readonly LogRecord[], maxBytes: number): LogMessage[] {
+export function encodeLogMessages(
+  records: readonly LogRecord[],
+  maxBytes: number,
+  options: LogMessageOptions = {},
+): LogMessage[] {
+  const prefix = options.receipts === false ? NO_RECEIPTS_PREFIX : V2_PREFIX;
+  if (records.length === 1) {
+    // One event per request (token streams): no grouping to do, so no drafts, map or joins.
+    const r = records[0] as LogRecord;
+    const entry = entryOf(r);
+    checkFits(r, 0, entrySize(r, entry), maxBytes);
+    return [
+      {
+        threadId: r.thread_id,
+        runId: r.run_id,
+        body: `${prefix}"thread_id":"${r.thread_id}","run_id":"${r.run_id}","events":[${entry}]}\n${r.content_json}${r.metadata_json}`,
+        msgId: msgId(r.thread_id, r.event_id),
+        indexes: FIRST_ONLY,
+      },
+    ];
+  }
   const open: Draft[] = [];
   const lastOfThread = new Map<string, Draft>();
   for (let i = 0; i < records.length; i++) {
     const r = records[i] as LogRecord;
-    const entry = JSON.stringify({
-      event_id: r.event_id,
-      event_type: r.event_type,
-      category: r.category,
-      user_id: r.user_id,
-      created_at: r.created_at,
-      created_at_text: r.created_at_text,
-      content_length: r.content_json.length,
-      metadata_length: r.metadata_json.length,
-    });
-    // Ids and enum fields are ASCII; payloads may not be, so count what they really take.
-    const size =
-      entry.length +
-      1 +
-      Buffer.byteLength(r.content_json, 'utf8') +
-      Buffer.byteLength(r.metadata_json, 'utf8');
-    if (size + headerBytes(r) > maxBytes) {
-      throw new InvalidArgumentError(
-        `events[${i}]`,
-        `takes ${size + headerBytes(r)} bytes in the log, which holds at most ${maxBytes} per message ` +
-          "(the NATS server's max_payload); send smaller content_json / metadata_json",
-      );
-    }
+    const entry = entryOf(r);
+    const size = entrySize(r, entry);
+    checkFits(r, i, size, maxBytes);
     let d = lastOfThread.get(r.thread_id);
     if (!d || d.runId !== r.run_id || d.bytes + size > maxBytes) {
       d = { runId: r.run_id, entries: [], payloads: [], indexes: [], bytes: headerBytes(r) };
@@ -93,12 +116,46 @@ export function encodeLogMessages(records: readonly LogRecord[], maxBytes: numbe
     d.indexes.push(i);
     d.bytes += size;
   }
-  return open.map((d) => message(records, d));
+  return open.map((d) => message(records, d, prefix));
 }
 
-/** The bytes of a message's header around its events' entries. */
+const FIRST_ONLY: readonly number[] = Object.freeze([0]);
+
+/** A record's entry in its message's header. */
+function entryOf(r: LogRecord): string {
+  return JSON.stringify({
+    event_id: r.event_id,
+    event_type: r.event_type,
+    category: r.category,
+    user_id: r.user_id,
+    created_at: r.created_at,
+    created_at_text: r.created_at_text,
+    content_length: r.content_json.length,
+    metadata_length: r.metadata_json.length,
+  });
+}
+
+/** The body bytes a record takes: its entry, a comma, and its payloads. */
+function entrySize(r: LogRecord, entry: string): number {
+  // Ids and enum fields are ASCII; payloads may not be, so count what they really take.
+  return (
+    entry.length + 1 + Buffer.byteLength(r.content_json, 'utf8') + Buffer.byteLength(r.metadata_json, 'utf8')
+  );
+}
+
+/** @throws InvalidArgumentError naming `events[i]` when the record alone cannot fit a message. */
+function checkFits(r: LogRecord, i: number, size: number, maxBytes: number): void {
+  if (size + headerBytes(r) <= maxBytes) return;
+  throw new InvalidArgumentError(
+    `events[${i}]`,
+    `takes ${size + headerBytes(r)} bytes in the log, which holds at most ${maxBytes} per message ` +
+      "(the NATS server's max_payload); send smaller content_json / metadata_json",
+  );
+}
+
+/** The bytes of a message's header around its events' entries (`"receipts":false,` included). */
 function headerBytes(r: LogRecord): number {
-  return 64 + r.thread_id.length + r.run_id.length;
+  return 80 + r.thread_id.length + r.run_id.length;
 }
 
 interface Draft {
@@ -110,9 +167,9 @@ interface Draft {
   bytes: number;
 }
 
-function message(records: readonly LogRecord[], d: Draft): LogMessage {
+function message(records: readonly LogRecord[], d: Draft, prefix: string): LogMessage {
   const first = records[d.indexes[0] as number] as LogRecord;
-  const head = `{"v":2,"thread_id":"${first.thread_id}","run_id":"${first.run_id}","events":[${d.entries.join(',')}]}`;
+  const head = `${prefix}"thread_id":"${first.thread_id}","run_id":"${first.run_id}","events":[${d.entries.join(',')}]}`;
   return {
     threadId: first.thread_id,
     runId: first.run_id,
@@ -130,8 +187,11 @@ function batchMsgId(records: readonly LogRecord[], indexes: readonly number[]): 
 }
 
 const V2_PREFIX = '{"v":2,';
+/** A v2 header marked as wanting no receipts; an older reader's JSON.parse ignores the key. */
+const NO_RECEIPTS_PREFIX = '{"v":2,"receipts":false,';
 
 interface V2Header {
+  readonly receipts?: unknown;
   readonly thread_id: unknown;
   readonly run_id: unknown;
   readonly events: readonly Record<string, unknown>[];
@@ -142,14 +202,22 @@ interface V2Header {
  * on the log by anything but ingest cannot make Postgres refuse a batch).
  */
 export function decodeLogMessage(text: string): LogRecord[] {
-  if (text.startsWith(V2_PREFIX)) return decodeV2(text);
-  if (!text.startsWith('[')) return [decodeLogRecord(JSON.parse(text))];
-  const items = JSON.parse(text) as unknown[];
-  if (items.length === 0) throw new Error('log message holds no records');
-  return items.map(decodeLogRecord);
+  return readLogMessage(text).records;
 }
 
-function decodeV2(text: string): LogRecord[] {
+/**
+ * A log message's records (see {@link decodeLogMessage}) and whether its commit receipts are
+ * wanted: true unless the message is marked `"receipts":false` (see the file comment).
+ */
+export function readLogMessage(text: string): DecodedLogMessage {
+  if (text.startsWith(V2_PREFIX)) return decodeV2(text);
+  if (!text.startsWith('[')) return { records: [decodeLogRecord(JSON.parse(text))], receipts: true };
+  const items = JSON.parse(text) as unknown[];
+  if (items.length === 0) throw new Error('log message holds no records');
+  return { records: items.map(decodeLogRecord), receipts: true };
+}
+
+function decodeV2(text: string): DecodedLogMessage {
   const newline = text.indexOf('\n');
   if (newline < 0) throw new Error('log message has no end of header');
   const h = JSON.parse(text.slice(0, newline)) as V2Header;
@@ -183,5 +251,5 @@ function decodeV2(text: string): LogRecord[] {
     }),
   );
   if (at !== text.length) throw new Error('log message has bytes past its last record');
-  return records;
+  return { records, receipts: h.receipts !== false };
 }

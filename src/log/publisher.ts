@@ -46,7 +46,7 @@ import type { LogRecord } from '../domain/event.js';
 import { partitionOf } from '../domain/partition.js';
 import { UnavailableError } from '../errors.js';
 import { maxBodyBytes } from './connection.js';
-import { encodeLogMessages, type LogMessage } from './log-batch.js';
+import { encodeLogMessages, type LogMessage, type LogMessageOptions } from './log-batch.js';
 import { partitionStream } from './streams.js';
 import type { Subjects } from './subjects.js';
 
@@ -66,6 +66,15 @@ export interface LogPublisherOptions {
   readonly streamName?: string;
   /** See {@link DEFAULT_PUBLISH_RETRY_MS}. */
   readonly retryMs?: number;
+}
+
+/** How one {@link LogPublisher.publish} call's messages are written. */
+export interface PublishOptions extends LogMessageOptions {
+  /**
+   * Makes the messages' ids differ from an earlier publish of the same events (see ingest's
+   * republish of deleted events).
+   */
+  readonly msgIdSuffix?: string;
 }
 
 /** JetStream's answer to a publish: where the message is in the stream. */
@@ -101,6 +110,12 @@ interface Waiter {
 
 interface Queued extends Pick<Waiter, 'resolve' | 'reject'> {
   readonly message: LogMessage;
+}
+
+function unavailable(err: unknown): never {
+  throw new UnavailableError(`the event log did not accept the events: ${(err as Error).message}`, {
+    cause: err,
+  });
 }
 
 export class LogPublisher {
@@ -140,27 +155,27 @@ export class LogPublisher {
   /**
    * Queues the records' messages (so that callers can order batches by the order of their
    * calls) and returns the promise of one ack per record, in input order: the ack of the
-   * message that carries it. `msgIdSuffix` makes the messages' ids differ from an earlier
-   * publish of the same events (see ingest's republish of deleted events).
+   * message that carries it.
    */
-  publish(records: readonly LogRecord[], msgIdSuffix = ''): Promise<LogAck[]> {
-    let messages = encodeLogMessages(records, maxBodyBytes(this.nc));
-    if (msgIdSuffix !== '') messages = messages.map((m) => ({ ...m, msgId: `${m.msgId}${msgIdSuffix}` }));
+  publish(records: readonly LogRecord[], options: PublishOptions = {}): Promise<LogAck[]> {
+    let messages = encodeLogMessages(records, maxBodyBytes(this.nc), options);
+    const suffix = options.msgIdSuffix ?? '';
+    if (suffix !== '') messages = messages.map((m) => ({ ...m, msgId: `${m.msgId}${suffix}` }));
+    if (messages.length === 1) {
+      // One message (every request of one thread and run): every record shares its ack.
+      return this.#enqueue(messages[0] as LogMessage).then(
+        (ack) => (records.length === 1 ? [ack] : new Array<LogAck>(records.length).fill(ack)),
+        unavailable,
+      );
+    }
     const acks = messages.map((m) => this.#enqueue(m));
-    return Promise.all(acks).then(
-      (messageAcks) => {
-        const perRecord: LogAck[] = new Array(records.length);
-        messages.forEach((m, k) => {
-          for (const i of m.indexes) perRecord[i] = messageAcks[k] as LogAck;
-        });
-        return perRecord;
-      },
-      (err: unknown) => {
-        throw new UnavailableError(`the event log did not accept the events: ${(err as Error).message}`, {
-          cause: err,
-        });
-      },
-    );
+    return Promise.all(acks).then((messageAcks) => {
+      const perRecord: LogAck[] = new Array(records.length);
+      messages.forEach((m, k) => {
+        for (const i of m.indexes) perRecord[i] = messageAcks[k] as LogAck;
+      });
+      return perRecord;
+    }, unavailable);
   }
 
   #enqueue(message: LogMessage): Promise<LogAck> {

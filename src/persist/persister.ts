@@ -30,7 +30,7 @@ import type { LogBounds } from '../domain/cursor.js';
 import type { LogRecord } from '../domain/event.js';
 import { COMMITTED_AT_HEADER, chunkEvents, encodeReceipts } from '../log/announcements.js';
 import { maxBodyBytes } from '../log/connection.js';
-import { decodeLogMessage } from '../log/log-batch.js';
+import { readLogMessage } from '../log/log-batch.js';
 import { partitionStream, streamBounds } from '../log/streams.js';
 import type { Subjects } from '../log/subjects.js';
 import type { Logger } from '../logger.js';
@@ -58,6 +58,7 @@ import {
 } from './leases.js';
 import { REJECTED_EVENT_TYPE, rejectionOf } from './poison.js';
 import { withClient } from './pool-client.js';
+import { ReceiptWants } from './receipt-wants.js';
 import type { PendingEvent, Rejection, ThreadBatchResult } from './seq-assigner.js';
 
 export const RETRY_BASE_MS = 100;
@@ -166,6 +167,8 @@ export class Persister implements AsyncDisposable {
   #unstored = 0;
   /** Readers waiting for room in the queue. */
   #room: (() => void)[] = [];
+  /** The events read whose commit receipts a PERSISTED ack waits for. */
+  readonly #receiptWants = new ReceiptWants();
   #closed = false;
   #started = false;
   #notices: Subscription | undefined;
@@ -568,7 +571,9 @@ export class Persister implements AsyncDisposable {
 
   #decode(m: JsMsg, reader: PartitionReader | undefined): Taken {
     try {
-      return { reader, offset: m.seq, records: decodeLogMessage(m.string()) };
+      const { records, receipts } = readLogMessage(m.string());
+      if (receipts) this.#receiptWants.add(records);
+      return { reader, offset: m.seq, records };
     } catch (err) {
       // Not something ingest wrote: nothing to store, and it must not block the log.
       this.#o.log.error({ err, subject: m.subject, offset: m.seq }, 'skipping undecodable log message');
@@ -723,6 +728,8 @@ export class Persister implements AsyncDisposable {
       // Subscribers see the hole at the next event and fill it from Postgres.
       log.warn({ err: (err as Error).message, threadId }, 'could not announce committed events');
     }
+    // Only for a PERSISTED ack waiting on one of these events (receipt-wants.ts).
+    if (!this.#receiptWants.take(threadId, r.receipts)) return;
     try {
       nc.publish(subjects.receipts(threadId), encodeReceipts(r.receipts));
     } catch (err) {
