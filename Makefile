@@ -33,7 +33,7 @@ run: ## local stack: nats, Postgres, broker and demo agent; Ctrl-C stops it
 bench: deps build ## benchmarks
 	node dist/bench/run.js
 
-bench-history: deps build ## History reads benchmark (issue 3): ListEvents pages on ~2M rows, < 10 min
+bench-history: deps build ## History reads benchmark: ListEvents pages on ~2M rows, < 10 min
 	node dist/bench/history.js
 
 bench-scale-out: deps build ## 1 vs 2 ingest and 1 vs 2 persister processes at the same load (docs/scaling.md), ~5 min
