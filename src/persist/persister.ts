@@ -72,7 +72,8 @@ export const RETRY_MAX_MS = 5_000;
  * of a partition in about one run in three of the 5,000 events/s bench, i.e. its p99. A request
  * that lives 30 s is refilled (at half: {@link pullMessages}) long before it expires whenever
  * the partition is busy, so busy partitions never see an expiry; and when one is missed, or the
- * server forgot the request (a NATS restart), 500 ms heartbeats find it within a second.
+ * server forgot the request (a NATS restart, a node gone), 500 ms heartbeats find it within a
+ * second and the consumer is opened again (`#watchPulls`).
  */
 export const PULL_EXPIRES_MS = 30_000;
 export const PULL_HEARTBEAT_MS = 500;
@@ -140,7 +141,7 @@ class PartitionReader {
   pending = 0;
   messages: ConsumerMessages | undefined;
   reading: Promise<void> | undefined;
-  /** Its consumer was closed to be opened again at once (a NATS reconnect). */
+  /** Its consumer was closed to be opened again at once (a NATS reconnect, quiet pulls). */
   reopenNow = false;
 
   constructor(readonly lease: Lease) {
@@ -493,7 +494,31 @@ export class Persister implements AsyncDisposable {
       return undefined;
     }
     r.messages = messages;
+    void this.#watchPulls(r, messages);
     return messages;
+  }
+
+  /**
+   * Reopens a partition's consumer at once when its pulls go quiet (two heartbeats missed): the
+   * server forgot the pull (a restart), ended it without a word, or the node holding the
+   * consumer is gone. nats.js would look for the consumer again itself, but waits up to the
+   * pull's expiry (30 s) between looks while the node is away.
+   */
+  async #watchPulls(r: PartitionReader, messages: ConsumerMessages): Promise<void> {
+    try {
+      for await (const s of messages.status()) {
+        if (s.type !== 'heartbeats_missed' || r.messages !== messages || !r.current || this.#closed) continue;
+        this.#o.log.info(
+          { partition: r.partition, from: r.lastQueued + 1 },
+          'partition pull went quiet; reopening',
+        );
+        r.reopenNow = true;
+        messages.close().catch(() => undefined);
+        return;
+      }
+    } catch {
+      // The consumer stopped.
+    }
   }
 
   /** Reads a partition until it is let go; if its consumer ends on its own, opens one where it stopped. */
