@@ -188,3 +188,21 @@ describe('a broker with authentication', () => {
     assert.equal((await fetch(`${stack.httpUrl}/v1/threads`)).status, 401);
   });
 });
+
+test("a user's list gives a shared thread's whole head, not that user's last seq", async () => {
+  await using stack = await startStack();
+  // Run s1 (seqs 1-2) is user u3's, run s2 (seq 3) user u4's: u3's list shows the thread at 3.
+  await stack.client.publish(
+    [
+      tokenEvent('t-s', 1, { run_id: 's1', user_id: 'u3' }),
+      tokenEvent('t-s', 2, { run_id: 's1', user_id: 'u3' }),
+      tokenEvent('t-s', 3, { run_id: 's2', user_id: 'u4' }),
+    ],
+    'PERSISTED',
+  );
+  const u3 = await get<Page>(`${stack.httpUrl}/v1/threads?user_id=u3`);
+  assert.deepEqual(
+    u3.body.threads.map((t) => [t.thread_id, t.head_seq]),
+    [['t-s', 3]],
+  );
+});

@@ -36,6 +36,11 @@ const TS = (col: string): string => `to_char(${col} AT TIME ZONE 'UTC', 'YYYY-MM
 /** `LIKE` pattern of an id prefix: ids may hold `_`, LIKE's any-character. */
 const likePrefix = (p: string): string => `${p.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
 
+/**
+ * A page of threads. A thread's head is its whole head, GREATEST(max(seq), head_seq), whatever
+ * runs a user filter leaves: the persister keeps no head, so runs' last seqs would miss another
+ * user's later run.
+ */
 export async function listThreads(db: pg.Pool | pg.ClientBase, q: ThreadsQuery): Promise<ThreadRecord[]> {
   const values: unknown[] = [];
   const param = (v: unknown): string => {
@@ -54,7 +59,7 @@ export async function listThreads(db: pg.Pool | pg.ClientBase, q: ThreadsQuery):
   if (q.userId !== undefined) where.push(`r.user_id = ${param(q.userId)}`);
   if (q.after !== undefined) where.push(`r.thread_id > ${param(q.after)}`);
   const { rows } = await db.query<Record<string, string>>(
-    `SELECT r.thread_id, GREATEST(max(h.head_seq), max(r.last_seq))::int8 AS head_seq,
+    `SELECT r.thread_id, GREATEST((SELECT max(e.seq) FROM run_events e WHERE e.thread_id = r.thread_id), max(h.head_seq))::int8 AS head_seq,
             count(*)::int8 AS run_count, sum(r.event_count)::int8 AS event_count,
             sum(r.message_count)::int8 AS message_count,
             ${TS('min(r.started_at)')} AS started_at, ${TS('max(r.updated_at)')} AS updated_at,
