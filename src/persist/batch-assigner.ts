@@ -248,7 +248,6 @@ async function storeBatchFast(
     t.first.push(first);
     for (const d of runDeltas(mine)) deltas.push({ threadId, d });
   }
-  const col = <K extends keyof RunDelta>(k: K): RunDelta[K][] => deltas.map((x) => x.d[k]);
   const entries = fence?.entries ?? [];
   let rows: { o_thread: string; o_head: string }[];
   try {
@@ -276,25 +275,7 @@ async function storeBatchFast(
         ev.offset,
         ev.categoryName,
         ev.createdAtText,
-        deltas.map((x) => x.threadId),
-        col('run_id'),
-        col('user_id'),
-        col('status'),
-        col('explicit'),
-        col('first_seq'),
-        col('last_seq'),
-        col('end_seq'),
-        col('events'),
-        col('messages'),
-        col('traces'),
-        col('lifecycles'),
-        col('started_at'),
-        col('updated_at'),
-        col('ended_at'),
-        col('metadata'),
-        col('outcome'),
-        col('mixed'),
-        col('sole'),
+        ...runColumns(deltas),
       ],
     }));
   } catch (err) {
@@ -515,7 +496,6 @@ export async function storeBatchInTransaction(
     }
 
     if (ins.threadId.length > 0) {
-      const col = <K extends keyof RunDelta>(k: K): RunDelta[K][] => deltas.map((x) => x.d[k]);
       await client.query({
         name: 'rs_batch_insert_record',
         text: INSERT_AND_RECORD_SQL,
@@ -533,25 +513,7 @@ export async function storeBatchInTransaction(
           ins.offset,
           ins.categoryName,
           ins.createdAtText,
-          deltas.map((x) => x.threadId),
-          col('run_id'),
-          col('user_id'),
-          col('status'),
-          col('explicit'),
-          col('first_seq'),
-          col('last_seq'),
-          col('end_seq'),
-          col('events'),
-          col('messages'),
-          col('traces'),
-          col('lifecycles'),
-          col('started_at'),
-          col('updated_at'),
-          col('ended_at'),
-          col('metadata'),
-          col('outcome'),
-          col('mixed'),
-          col('sole'),
+          ...runColumns(deltas),
         ],
       });
     }
@@ -583,4 +545,33 @@ export async function storeBatchInTransaction(
     await client.query('ROLLBACK').catch(() => undefined);
     throw err;
   }
+}
+
+/**
+ * The run deltas as the parameters of the runs upkeep (RECORD_SQL's x, rs_store_batch's r_*),
+ * in their order: thread_id, then the RunDelta fields.
+ */
+function runColumns(deltas: readonly { threadId: string; d: RunDelta }[]): unknown[][] {
+  const col = <K extends keyof RunDelta>(k: K): RunDelta[K][] => deltas.map((x) => x.d[k]);
+  return [
+    deltas.map((x) => x.threadId),
+    col('run_id'),
+    col('user_id'),
+    col('status'),
+    col('explicit'),
+    col('first_seq'),
+    col('last_seq'),
+    col('end_seq'),
+    col('events'),
+    col('messages'),
+    col('traces'),
+    col('lifecycles'),
+    col('started_at'),
+    col('updated_at'),
+    col('ended_at'),
+    col('metadata'),
+    col('outcome'),
+    col('mixed'),
+    col('sole'),
+  ];
 }
