@@ -32,7 +32,7 @@
  * one must be made to the other (test/batch-assigner.test.ts compares the two paths).
  */
 import type pg from 'pg';
-import { categoryNumber, type StoredEvent } from '../domain/event.js';
+import { categoryNumber, type LogRecord, type StoredEvent } from '../domain/event.js';
 import type { Horizons } from './deletions.js';
 import { FencedError, type FenceEntry, fence as fenceLeases, type LeaseScope } from './leases.js';
 import { noticeEventId, rejectionNotice, storableText } from './poison.js';
@@ -202,21 +202,7 @@ async function storeBatchFast(
   fence: BatchFence | undefined,
 ): Promise<Map<string, ThreadBatchResult>> {
   const t = { id: [] as string[], first: [] as number[] };
-  const ev = {
-    threadId: [] as string[],
-    ordinal: [] as number[],
-    eventId: [] as string[],
-    runId: [] as string[],
-    eventType: [] as string[],
-    category: [] as number[],
-    userId: [] as string[],
-    createdAt: [] as string[],
-    content: [] as string[],
-    metadata: [] as string[],
-    offset: [] as number[],
-    categoryName: [] as (string | null)[],
-    createdAtText: [] as (string | null)[],
-  };
+  const ev = new EventColumns();
   const deltas: { threadId: string; d: RunDelta }[] = [];
   // Per thread, its events numbered from 0 (seq = head + ordinal): made absolute once the heads are known.
   const inserted = new Map<string, Numbered[]>();
@@ -229,20 +215,7 @@ async function storeBatchFast(
       const r = p.record;
       mine.push({ ...r, seq: mine.length + 1, offset: p.offset });
       if (p.offset < first) first = p.offset;
-      ev.threadId.push(threadId);
-      ev.ordinal.push(mine.length);
-      ev.eventId.push(r.event_id);
-      ev.runId.push(r.run_id);
-      ev.eventType.push(r.event_type);
-      const category = categoryNumber(r.category);
-      ev.category.push(category);
-      ev.categoryName.push(category === 0 ? r.category : null);
-      ev.userId.push(r.user_id);
-      ev.createdAt.push(r.created_at);
-      ev.createdAtText.push(r.created_at_text ?? null);
-      ev.content.push(r.content_json);
-      ev.metadata.push(r.metadata_json);
-      ev.offset.push(p.offset);
+      ev.push(threadId, mine.length, r, p.offset);
     }
     t.id.push(threadId);
     t.first.push(first);
@@ -262,19 +235,7 @@ async function storeBatchFast(
         entries.map((e) => e.upto),
         t.id,
         t.first,
-        ev.threadId,
-        ev.ordinal,
-        ev.eventId,
-        ev.runId,
-        ev.eventType,
-        ev.category,
-        ev.userId,
-        ev.createdAt,
-        ev.content,
-        ev.metadata,
-        ev.offset,
-        ev.categoryName,
-        ev.createdAtText,
+        ...ev.values(),
         ...runColumns(deltas),
       ],
     }));
@@ -401,21 +362,7 @@ export async function storeBatchInTransaction(
     }
 
     // Seqs, per thread: head+1, head+2, ... over the events not stored before.
-    const ins = {
-      threadId: [] as string[],
-      seq: [] as number[],
-      eventId: [] as string[],
-      runId: [] as string[],
-      eventType: [] as string[],
-      category: [] as number[],
-      userId: [] as string[],
-      createdAt: [] as string[],
-      content: [] as string[],
-      metadata: [] as string[],
-      offset: [] as number[],
-      categoryName: [] as (string | null)[],
-      createdAtText: [] as (string | null)[],
-    };
+    const ins = new EventColumns();
     const dead = {
       threadId: [] as string[],
       eventId: [] as string[],
@@ -476,45 +423,17 @@ export async function storeBatchInTransaction(
         s.known.set(r.event_id, receipt); // a later repeat in this batch is a duplicate
         if (!p.rejection) receipts[i] = receipt;
         inserted.push({ ...r, seq, offset: p.offset });
-        ins.threadId.push(s.threadId);
-        ins.seq.push(seq);
-        ins.eventId.push(r.event_id);
-        ins.runId.push(r.run_id);
-        ins.eventType.push(r.event_type);
-        const category = categoryNumber(r.category);
-        ins.category.push(category);
-        ins.categoryName.push(category === 0 ? r.category : null);
-        ins.userId.push(r.user_id);
-        ins.createdAt.push(r.created_at);
-        ins.createdAtText.push(r.created_at_text ?? null);
-        ins.content.push(r.content_json);
-        ins.metadata.push(r.metadata_json);
-        ins.offset.push(p.offset);
+        ins.push(s.threadId, seq, r, p.offset);
       }
       if (fresh > 0) for (const d of runDeltas(inserted)) deltas.push({ threadId: s.threadId, d });
       results.set(s.threadId, { inserted, receipts });
     }
 
-    if (ins.threadId.length > 0) {
+    if (ins.length > 0) {
       await client.query({
         name: 'rs_batch_insert_record',
         text: INSERT_AND_RECORD_SQL,
-        values: [
-          ins.threadId,
-          ins.seq,
-          ins.eventId,
-          ins.runId,
-          ins.eventType,
-          ins.category,
-          ins.userId,
-          ins.createdAt,
-          ins.content,
-          ins.metadata,
-          ins.offset,
-          ins.categoryName,
-          ins.createdAtText,
-          ...runColumns(deltas),
-        ],
+        values: [...ins.values(), ...runColumns(deltas)],
       });
     }
     if (dead.threadId.length > 0) {
@@ -574,4 +493,64 @@ function runColumns(deltas: readonly { threadId: string; d: RunDelta }[]): unkno
     col('mixed'),
     col('sole'),
   ];
+}
+
+/**
+ * The events to insert, as the insert's parameters (INSERT_SQL's x, rs_store_batch's e_*):
+ * thread_id, seq (the slow path's) or ordinal within the thread (the fast path's), then the
+ * record's columns.
+ */
+class EventColumns {
+  readonly #threadId: string[] = [];
+  readonly #seq: number[] = [];
+  readonly #eventId: string[] = [];
+  readonly #runId: string[] = [];
+  readonly #eventType: string[] = [];
+  readonly #category: number[] = [];
+  readonly #userId: string[] = [];
+  readonly #createdAt: string[] = [];
+  readonly #content: string[] = [];
+  readonly #metadata: string[] = [];
+  readonly #offset: number[] = [];
+  readonly #categoryName: (string | null)[] = [];
+  readonly #createdAtText: (string | null)[] = [];
+
+  get length(): number {
+    return this.#threadId.length;
+  }
+
+  push(threadId: string, seq: number, r: LogRecord, offset: number): void {
+    this.#threadId.push(threadId);
+    this.#seq.push(seq);
+    this.#eventId.push(r.event_id);
+    this.#runId.push(r.run_id);
+    this.#eventType.push(r.event_type);
+    const category = categoryNumber(r.category);
+    this.#category.push(category);
+    this.#categoryName.push(category === 0 ? r.category : null);
+    this.#userId.push(r.user_id);
+    this.#createdAt.push(r.created_at);
+    this.#createdAtText.push(r.created_at_text ?? null);
+    this.#content.push(r.content_json);
+    this.#metadata.push(r.metadata_json);
+    this.#offset.push(offset);
+  }
+
+  values(): unknown[][] {
+    return [
+      this.#threadId,
+      this.#seq,
+      this.#eventId,
+      this.#runId,
+      this.#eventType,
+      this.#category,
+      this.#userId,
+      this.#createdAt,
+      this.#content,
+      this.#metadata,
+      this.#offset,
+      this.#categoryName,
+      this.#createdAtText,
+    ];
+  }
 }
