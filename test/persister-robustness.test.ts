@@ -141,3 +141,46 @@ test('a persister that cannot store holds about three batches of the log, howeve
   for (const t of threads)
     assert.equal(expectGapFree((await threadRows(stack.db, t)).map((r) => r.seq)), 150);
 });
+
+test("a log message whose events are not of its subject's thread is skipped, not stored into another thread", async () => {
+  await using stack = await startStack({ partitions: 4 });
+  const subjects = new Subjects(stack.config.subjectPrefix, stack.config.partitions);
+  const x = randomName('t-');
+  let y = randomName('t-');
+  while (partitionOf(y, 4) === partitionOf(x, 4)) y = randomName('t-');
+  const forged = {
+    thread_id: y,
+    run_id: 'run-1',
+    event_id: 'forged',
+    event_type: 'ai_chunk',
+    category: 'message',
+    user_id: '',
+    created_at: new Date().toISOString(),
+    content_json: '{}',
+    metadata_json: '{}',
+  };
+  const nc = await connect({ servers: stack.servers.nats.url });
+  try {
+    // On thread x's subject (x's partition stream), a record of thread y.
+    await jetstream(nc).publish(subjects.log(x, 'run-1'), JSON.stringify(forged));
+  } finally {
+    await nc.close();
+  }
+  const event = (t: string) => ({
+    thread_id: t,
+    run_id: 'run-1',
+    event_id: 'e1',
+    event_type: 'ai_chunk',
+    category: 'MESSAGE' as const,
+    content_json: '{}',
+  });
+  await stack.client.publish([event(x), event(y)], 'PERSISTED');
+  assert.deepEqual(
+    (await threadRows(stack.db, y)).map((r) => r.event_id),
+    ['e1'],
+  );
+  assert.deepEqual(
+    (await threadRows(stack.db, x)).map((r) => r.event_id),
+    ['e1'],
+  );
+});

@@ -597,6 +597,14 @@ export class Persister implements AsyncDisposable {
   #decode(m: JsMsg, reader: PartitionReader | undefined): Taken {
     try {
       const { records, receipts } = readLogMessage(m.string());
+      // Ingest writes a thread's events on its own subject; anything else was written by
+      // someone else, and storing it would put an offset of another stream in the thread.
+      const { subjects } = this.#o;
+      for (const r of records) {
+        const own = reader ? subjects.log(r.thread_id, r.run_id) : subjects.legacyLog(r.thread_id, r.run_id);
+        if (own !== m.subject)
+          throw new Error(`an event of thread ${r.thread_id} on another thread's subject`);
+      }
       if (receipts) this.#receiptWants.add(records);
       return { reader, offset: m.seq, records };
     } catch (err) {
