@@ -1,9 +1,9 @@
-// storeBatch's fast path (rs_store_batch, migration 0009: a whole batch in ONE statement)
+// storeBatch's fast path (rs_store_batch, migrations 0009 and 0010: a whole batch in ONE statement)
 // against a real Postgres: it must store exactly what the multi-statement transaction
 // (storeBatchInTransaction) stores — rows, heads, runs, partition positions, receipts — fall
 // back to that transaction whenever the batch holds a stored event or deleted history (no gap,
 // nothing stored twice: invariants 1 and 3), fence like it (FencedError, nothing stored) and
-// fail on bad data with the same SQLSTATE (poison.ts).
+// fail on bad data with the same SQLSTATE (poison.ts), and never read a whole table.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import pg from 'pg';
@@ -384,5 +384,70 @@ test('bad data fails the fast path with the SQLSTATE the transaction fails with'
     assert.equal(code(fast), code(slow), content.slice(0, 20));
     assert.deepEqual(rejectionOf(fast), rejectionOf(slow));
     assert.deepEqual(await threadRows(pool, t), [], 'nothing stored');
+  }
+});
+
+test('the fast path reads no table whole, even when its tables were never analysed', async () => {
+  // A database of its own: run_events, runs and thread_heads as a new deployment (or a restore)
+  // has them, with no statistics. The function's statements are planned once per session and
+  // those plans kept: a plan that scans a table makes every batch cost the whole history.
+  const fresh = new pg.Pool({ connectionString: await server.createDatabase(), max: 1 });
+  fresh.on('error', () => undefined);
+  try {
+    await migrate(fresh, createLogger('silent'));
+    await fresh.query(
+      `INSERT INTO log_partitions (stream, partition, last_offset, owner, epoch, expires_at)
+       SELECT $1, p, 0, $2, $3, 'infinity' FROM generate_series(0, 3) p`,
+      [STREAM, MEMBER, EPOCH],
+    );
+    const threads = Array.from({ length: 20 }, () => randomName('fs-'));
+    const round = (n: number) =>
+      new Map(
+        threads.map((t) => [t, [pending(t, `e${n}`, `run-${n % 3}`), pending(t, `f${n}`, `run-${n % 3}`)]]),
+      );
+    const client = await fresh.connect();
+    try {
+      // Past PL/pgSQL's five custom plans: the generic plans are made, on tables still small.
+      for (let n = 0; n < 12; n++) {
+        const groups = round(n);
+        await storeBatch(client, groups, fenceOf(groups));
+      }
+      await client.query("LOAD 'auto_explain'");
+      await client.query(
+        'SET auto_explain.log_min_duration = 0; SET auto_explain.log_nested_statements = on; SET client_min_messages = log',
+      );
+      const plans: string[] = [];
+      client.on('notice', (m) => plans.push(m.message ?? ''));
+      const groups = round(12);
+      const result = await storeBatch(client, groups, fenceOf(groups));
+      // One event stored before, in a batch of new ones: found, and the batch goes the slow way.
+      const again = new Map([[threads[0] as string, [pending(threads[0] as string, 'e12', 'run-0')]]]);
+      again.set(threads[1] as string, [pending(threads[1] as string, 'g1', 'run-0')]);
+      const second = await storeBatch(client, again, fenceOf(again));
+      await client.query('RESET client_min_messages');
+      const fast = plans.filter(
+        (p) =>
+          /PL\/pgSQL function rs_store_batch|rs_store_batch\(/.test(p) || /Query Text: (WITH|SELECT)/.test(p),
+      );
+      assert.ok(fast.length >= 4, `the function's statements were explained (${plans.length} plans)`);
+      for (const p of fast) assert.doesNotMatch(p, /Seq Scan on (run_events|runs|thread_heads)\b/, p);
+      assert.deepEqual(
+        result.get(threads[0] as string)?.receipts.map((r) => r.seq),
+        [25, 26],
+      );
+      assert.deepEqual(
+        second.get(threads[0] as string)?.receipts.map((r) => r.seq),
+        [25],
+        'the stored event keeps its seq, and takes no new one',
+      );
+      assert.deepEqual(
+        second.get(threads[1] as string)?.receipts.map((r) => r.seq),
+        [27],
+      );
+    } finally {
+      client.release();
+    }
+  } finally {
+    await fresh.end();
   }
 });

@@ -4,12 +4,13 @@
  *
  * The fast path, for a batch with no rejected event and no event_id repeated within a thread
  * (the common case: new events): ONE statement in autocommit, `rs_store_batch` (migration
- * 0009), one round trip and no BEGIN/COMMIT. In it, each its own statement: the fence, the
- * advisory locks, the heads, then the insert with the runs upkeep. Each statement
+ * 0009; 0010 keeps its plans index lookups), one round trip and no BEGIN/COMMIT. In it, each
+ * its own statement: the fence, the advisory locks, the heads, then the insert with the runs
+ * upkeep. Each statement
  * of a VOLATILE function takes a fresh snapshot under READ COMMITTED (PostgreSQL docs, Function
  * Volatility Categories; quoted in the migration), so the reads after the locks see every
- * earlier writer of those threads committed, as in the transaction. When it finds
- * an event already stored or a deletion horizon that could drop one, it raises
+ * earlier writer of those threads committed, as in the transaction. When it finds an event
+ * already stored (its insert's ON CONFLICT) or a deletion horizon that could drop one, it raises
  * {@link SLOW_PATH_SQLSTATE}, which rolls it all back (the fence too), and the batch goes the
  * slow way.
  *
@@ -195,7 +196,7 @@ function fastPathFits(groups: ReadonlyMap<string, readonly PendingEvent[]>): boo
 /** A stored event whose seq is made absolute in place once its thread's head is known. */
 type Numbered = StoredEvent & { seq: number };
 
-/** The fast path: rs_store_batch (migration 0009), one statement in autocommit. */
+/** The fast path: rs_store_batch (migrations 0009, 0010), one statement in autocommit. */
 async function storeBatchFast(
   client: pg.ClientBase,
   groups: ReadonlyMap<string, readonly PendingEvent[]>,
