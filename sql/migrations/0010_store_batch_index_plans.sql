@@ -1,10 +1,11 @@
 -- rs_store_batch (migration 0009) again, with the same signature and results, but with
 -- plans that stay index lookups whatever the planner's statistics say. PL/pgSQL caches a
--- generic plan per statement for the session's life; made while run_events, runs or
--- thread_heads were new and never analysed (a fresh database, a restore, a table that grew
--- fast before autovacuum's first ANALYZE), the check for stored events was a hash join over a
--- sequential scan of run_events on every batch: a cost growing with all the history kept
--- (pg_stat_statements: 1.3-1.7 ms of a 3.3-4.2 ms call with 45,000 rows stored).
+-- generic plan per statement in each session, kept until the tables' statistics change (an
+-- ANALYZE, autovacuum's included); made while run_events, runs or thread_heads were new and
+-- never analysed (a fresh database, a restore, a table that grew fast before autovacuum's first
+-- ANALYZE), the check for stored events was a hash join over a sequential scan of run_events on
+-- every batch: a cost growing with all the history kept (pg_stat_statements: 1.3-1.7 ms of a
+-- 3.3-4.2 ms call with 45,000 rows stored).
 --
 --  - No separate check: the insert finds an event stored before itself, as
 --    `ON CONFLICT (thread_id, event_id) DO NOTHING`, which probes the unique index it names
@@ -14,8 +15,17 @@
 --    stream_offset) index and filter the thread's rows, worse still.)
 --  - thread_heads is read per thread by a LATERAL subquery on its primary key.
 --  - `SET enable_seqscan = off` for the function's statements: the runs update and the fence
---    join their few rows to runs and log_partitions by primary key, not by scanning the table.
---    Only these statements are planned under it (the setting is restored at return).
+--    reach their few rows in runs and log_partitions through an index, not by scanning the
+--    table (without statistics the runs update may take (thread_id, first_seq) and filter the
+--    thread's runs; with them, the primary key). Only these statements are planned under it
+--    (the caller's setting is back at return).
+-- The insert now runs before an event stored before is noticed: a batch holding one does its
+-- writes, rolls them back and goes the slow way. Such batches are rare (a partition's position
+-- moves in the same statement as its events, so a restart or a takeover reads on from what was
+-- stored; only a producer's retry after JetStream's duplicate window brings one), and a stored
+-- event whose new copy holds bad data (a forged log message: ingest validates) fails with that
+-- data's error; the persister's isolation of bad events then finds it stored: no seq, no dead
+-- letter, though it is logged and counted as refused.
 -- The order of the steps is otherwise 0009's, and its comments hold.
 CREATE OR REPLACE FUNCTION rs_store_batch(
   p_stream text, p_member text, p_partitions int[], p_epochs int8[], p_upto int8[],
