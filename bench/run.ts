@@ -24,7 +24,8 @@
  *  - catchup   5: one subscriber replays 100,000 stored events, events/s vs B-ws K=1;
  *  - conns     6: 10,000 idle subscriptions, broker RSS growth per connection.
  * Requests carry events of one thread each (an agent streams its run); `--mixed` restores
- * requests mixing many threads, `--split` runs the persister in a broker process of its own.
+ * requests mixing many threads, `--split` runs the persister in a broker process of its own,
+ * `--pg-stats` reports each run's statements that took Postgres the most time (pg-statements.ts).
  * Each measurement runs 3 times (1 with --quick) and the median is reported: the machine
  * has 2 cores shared by every process here and by whatever else runs on it. Prints a
  * table and writes bench/results/<ISO date>[-quick].json; after a full run (or with
@@ -41,6 +42,7 @@ import { type CpuMs, waitForQuiet } from './lib/cpu.js';
 import { reportInputFrom, writeDocsReportFromFile } from './lib/docs-report.js';
 import { type LoopDelaySummary, type Measured, summarizeLoopDelay } from './lib/measured.js';
 import { type BenchThread, logRecordBytes, makeThreads, nextTokenEvent } from './lib/payload.js';
+import { PG_STATS_SETTINGS, statementsText } from './lib/pg-statements.js';
 import { ratioTo, type Targeted, withinLimit } from './lib/ratio.js';
 import {
   fmt,
@@ -74,6 +76,7 @@ const { values: args } = parseArgs({
     split: { type: 'boolean', default: false },
     env: { type: 'string', multiple: true },
     'write-docs': { type: 'boolean', default: false },
+    'pg-stats': { type: 'boolean', default: false },
   },
 });
 const quick = args.quick === true;
@@ -265,6 +268,7 @@ async function withBroker<T extends Measured>(
       ...(stages ? { stages } : {}),
       env: BROKER_ENV,
       ...(profileDir ? { profileDir } : {}),
+      ...(args['pg-stats'] ? { pgStats: true } : {}),
     });
     try {
       const result = await fn(broker).catch((err: unknown) => {
@@ -277,6 +281,13 @@ async function withBroker<T extends Measured>(
       for (const [name, seconds] of Object.entries(delays)) {
         const summary = summarizeLoopDelay(seconds, result.windowEpochMs);
         if (summary) result.loopDelay[name] = summary;
+      }
+      const statements = broker.statements();
+      if (statements) {
+        result.pgStatements = statements;
+        log(
+          `  postgres, most time (pg_stat_statements, the whole run):\n${statementsText(statements.slice(0, 5))}`,
+        );
       }
       return result;
     } finally {
@@ -368,7 +379,10 @@ async function main(): Promise<void> {
   );
   log(`payload: ${payload.logRecordBytes} B log record, ${payload.wsEventBytes} B WebSocket event JSON`);
 
-  await using servers = await startServers({ own: true });
+  await using servers = await startServers({
+    own: true,
+    ...(args['pg-stats'] ? { pgSettings: PG_STATS_SETTINGS } : {}),
+  });
   const v = await versions(servers);
   log(`servers: ${v.natsServer}, ${v.postgres} (fsync=off, as the test helpers run it)`);
 

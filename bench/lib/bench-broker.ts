@@ -18,6 +18,7 @@ import { partitionStream } from '../../src/log/streams.js';
 import { registerTempDir, removeTempDir } from '../../test/helpers/proc.js';
 import { type BrokerProcess, brokerConfig, type Servers, spawnBroker } from '../../test/helpers/stack.js';
 import type { LoopDelaySecond } from './broker-probe.js';
+import { type PgStatement, topStatements } from './pg-statements.js';
 
 const PROBE_URL = new URL('./broker-probe.js', import.meta.url).href;
 
@@ -44,6 +45,8 @@ export interface BenchBroker extends AsyncDisposable {
   readonly earlyExits: string[];
   /** Stops the processes (graceful, then killed) and returns each one's event-loop delay per second. */
   stop(): Promise<Record<string, LoopDelaySecond[]>>;
+  /** With `pgStats`, once stopped: the statements Postgres spent the most time on in this run. */
+  readonly statements: () => readonly PgStatement[] | undefined;
 }
 
 export interface BenchBrokerOptions {
@@ -57,6 +60,8 @@ export interface BenchBrokerOptions {
   /** One process with only these roles (`RS_ROLES`), e.g. `ingest` to measure that stage alone. */
   readonly roles?: string;
   readonly env?: Record<string, string>;
+  /** Read this run's top statements from `pg_stat_statements` before its database goes (pg-statements.ts). */
+  readonly pgStats?: boolean;
 }
 
 interface Member {
@@ -110,6 +115,7 @@ export async function startBenchBroker(servers: Servers, o: BenchBrokerOptions):
     members.push({ name, proc, probeFile });
   };
 
+  let statements: PgStatement[] | undefined;
   let stopped: Promise<Record<string, LoopDelaySecond[]>> | undefined;
   const stop = (): Promise<Record<string, LoopDelaySecond[]>> => {
     stopped ??= (async () => {
@@ -122,6 +128,7 @@ export async function startBenchBroker(servers: Servers, o: BenchBrokerOptions):
       }
       await removeTempDir(probeDir);
       await deleteLog(servers.nats.url, config.streamName, config.partitions).catch(() => undefined);
+      if (o.pgStats) statements = await topStatements(databaseUrl);
       await dropDatabase(servers.pg.adminUrl, databaseUrl).catch(() => undefined);
       return delays;
     })();
@@ -156,6 +163,7 @@ export async function startBenchBroker(servers: Servers, o: BenchBrokerOptions):
     logCount: () => logged,
     earlyExits,
     stop,
+    statements: () => statements,
     async [Symbol.asyncDispose]() {
       await stop();
     },

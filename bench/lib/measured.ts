@@ -1,5 +1,6 @@
 /** What every broker measurement reports besides its own numbers. */
 import type { LoopDelaySecond } from './broker-probe.js';
+import type { PgStatement } from './pg-statements.js';
 
 export interface LoopDelaySummary {
   /** Mean of the per-second means over the measured window, ms. */
@@ -14,6 +15,8 @@ export interface Measured {
   readonly windowEpochMs: readonly [number, number];
   /** Event-loop delay of each broker process during the window (filled in once it has stopped). */
   loopDelay?: Record<string, LoopDelaySummary>;
+  /** With `--pg-stats`: the statements Postgres spent the most time on in this run. */
+  pgStatements?: readonly PgStatement[];
 }
 
 export function summarizeLoopDelay(

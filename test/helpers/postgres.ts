@@ -55,6 +55,8 @@ export interface PostgresHandle extends AsyncDisposable {
 export interface StartPostgresOptions {
   /** Honour DATABASE_URL if set (default true). */
   useEnv?: boolean;
+  /** More server settings, `name=value` each (e.g. `shared_preload_libraries=pg_stat_statements`). */
+  settings?: readonly string[];
 }
 
 export interface PostgresTimings {
@@ -299,6 +301,7 @@ export async function startPostgres(opts: StartPostgresOptions = {}): Promise<Po
         // cluster that is never restarted would leak; removing the temp dir now removes them too.
         '-c',
         'dynamic_shared_memory_type=mmap',
+        ...(opts.settings ?? []).flatMap((setting) => ['-c', setting]),
       ],
       { logPath, cwd: root, ...ra, env: { ...process.env, LC_ALL: 'C' } },
     );

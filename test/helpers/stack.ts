@@ -32,9 +32,14 @@ export interface Servers extends AsyncDisposable {
   readonly db: pg.Pool;
 }
 
-export async function startServers(opts: { own?: boolean } = {}): Promise<Servers> {
+export async function startServers(
+  opts: { own?: boolean; pgSettings?: readonly string[] } = {},
+): Promise<Servers> {
   const useEnv = !opts.own;
-  const [nats, pgh] = await Promise.all([startNatsServer({ useEnv }), startPostgres({ useEnv })]);
+  const [nats, pgh] = await Promise.all([
+    startNatsServer({ useEnv }),
+    startPostgres({ useEnv, ...(opts.pgSettings ? { settings: opts.pgSettings } : {}) }),
+  ]);
   const db = new pg.Pool({ connectionString: pgh.url, max: 4 });
   db.on('error', () => undefined);
   return {
