@@ -6,13 +6,12 @@
  * (the common case: new events): ONE statement in autocommit, `rs_store_batch` (migration
  * 0009; 0010 keeps its plans index lookups), one round trip and no BEGIN/COMMIT. In it, each
  * its own statement: the fence, the advisory locks, the heads, then the insert with the runs
- * upkeep. Each statement
- * of a VOLATILE function takes a fresh snapshot under READ COMMITTED (PostgreSQL docs, Function
- * Volatility Categories; quoted in the migration), so the reads after the locks see every
- * earlier writer of those threads committed, as in the transaction. When it finds an event
- * already stored (its insert's ON CONFLICT) or a deletion horizon that could drop one, it raises
- * {@link SLOW_PATH_SQLSTATE}, which rolls it all back (the fence too), and the batch goes the
- * slow way.
+ * upkeep. Each statement of a VOLATILE function takes a fresh snapshot under READ COMMITTED
+ * (PostgreSQL docs, Function Volatility Categories; quoted in the migration), so the reads
+ * after the locks see every earlier writer of those threads committed, as in the transaction.
+ * When it finds an event already stored (its insert's ON CONFLICT) or a deletion horizon that
+ * could drop one, it raises {@link SLOW_PATH_SQLSTATE}, which rolls it all back (the fence
+ * too), and the batch goes the slow way.
  *
  * The slow path, {@link storeBatchInTransaction}: ONE READ COMMITTED transaction with a
  * constant number of set-based statements whatever the number of threads:
