@@ -135,11 +135,19 @@ describe('an open broker', () => {
     );
   });
 
-  test('/metrics answers HEAD, refuses other methods and is not a route', async () => {
+  test('/metrics, /healthz and /readyz answer GET and HEAD, and refuse other methods with 405 and Allow', async () => {
     const head = await fetch(`${stack.httpUrl}/metrics`, { method: 'HEAD' });
     assert.equal(head.status, 200);
-    const post = await fetch(`${stack.httpUrl}/metrics`, { method: 'POST' });
-    assert.equal(post.status, 404);
+    for (const path of ['/metrics', '/healthz', '/readyz']) {
+      for (const method of ['POST', 'PUT', 'DELETE']) {
+        const res = await fetch(`${stack.httpUrl}${path}`, { method });
+        assert.equal(res.status, 405, `${method} ${path}`);
+        assert.equal(res.headers.get('allow'), 'GET, HEAD', `${method} ${path}`);
+        const body = (await res.json()) as { error?: { code?: string; message?: string } };
+        assert.match(body.error?.message ?? '', new RegExp(`${method} not allowed`), JSON.stringify(body));
+      }
+      assert.equal((await fetch(`${stack.httpUrl}${path}`, { method: 'HEAD' })).status, 200, `HEAD ${path}`);
+    }
   });
 });
 

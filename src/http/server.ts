@@ -102,12 +102,20 @@ export class HttpServer implements AsyncDisposable {
 
   async #route(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = requestUrl(req);
+    const probe = url.pathname === '/healthz' || url.pathname === '/readyz';
+    if (
+      (probe || (url.pathname === '/metrics' && this.#o.metrics)) &&
+      req.method !== 'GET' &&
+      req.method !== 'HEAD'
+    ) {
+      return sendMethodNotAllowed(res, req.method, PROBE_METHODS);
+    }
     if (url.pathname === '/healthz') return sendJson(res, 200, { status: 'ok' });
     if (url.pathname === '/readyz') {
       const ready = !this.#closed && (await this.#o.ready().catch(() => false));
       return sendJson(res, ready ? 200 : 503, { status: ready ? 'ready' : 'not ready' });
     }
-    if (url.pathname === '/metrics' && this.#o.metrics && (req.method === 'GET' || req.method === 'HEAD')) {
+    if (url.pathname === '/metrics' && this.#o.metrics) {
       const { contentType, body } = await this.#o.metrics.scrape();
       res.writeHead(200, { 'content-type': contentType }).end(req.method === 'HEAD' ? undefined : body);
       return;
@@ -126,16 +134,7 @@ export class HttpServer implements AsyncDisposable {
     }
     const m = this.#o.router.match(req.method ?? 'GET', url.pathname);
     if (m.kind === 'route') return m.route.handle(req, res, m.params, url);
-    if (m.kind === 'method') {
-      res.setHeader('allow', m.allowed.join(', '));
-      return sendError(
-        res,
-        new RunstreamError(
-          ErrorCode.MethodNotAllowed,
-          `${req.method} not allowed; use ${m.allowed.join(' or ')}`,
-        ),
-      );
-    }
+    if (m.kind === 'method') return sendMethodNotAllowed(res, req.method, m.allowed);
     sendError(res, new RunstreamError(ErrorCode.NotFound, `no route for ${url.pathname}`));
   }
 
@@ -150,4 +149,20 @@ export class HttpServer implements AsyncDisposable {
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
   }
+}
+
+/** The probes and /metrics: read-only, outside the router (no auth, no CORS, no unsent bound). */
+const PROBE_METHODS: readonly string[] = ['GET', 'HEAD'];
+
+/** 405 with `Allow`, naming the method refused and the ones the path takes. */
+function sendMethodNotAllowed(
+  res: ServerResponse,
+  method: string | undefined,
+  allowed: readonly string[],
+): void {
+  res.setHeader('allow', allowed.join(', '));
+  sendError(
+    res,
+    new RunstreamError(ErrorCode.MethodNotAllowed, `${method} not allowed; use ${allowed.join(' or ')}`),
+  );
 }
