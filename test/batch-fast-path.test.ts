@@ -390,7 +390,7 @@ test('bad data fails the fast path with the SQLSTATE the transaction fails with'
 test('the fast path reads no table whole, even when its tables were never analysed', async () => {
   // A database of its own: run_events, runs and thread_heads as a new deployment (or a restore)
   // has them, with no statistics. The function's statements are planned once per session and
-  // those plans kept: a plan that scans a table makes every batch cost the whole history.
+  // those plans kept until an ANALYZE: one that scans a table makes every batch cost the whole history.
   const fresh = new pg.Pool({ connectionString: await server.createDatabase(), max: 1 });
   fresh.on('error', () => undefined);
   try {
