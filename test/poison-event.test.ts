@@ -132,3 +132,35 @@ test('a refused event is isolated: the rest is stored in order, the event dead-l
   assert.equal(after[0]?.n, stream[0]?.n, 'nothing new stored by the replay');
   assert.equal((await stack.db.query('SELECT 1 FROM dead_letters WHERE thread_id = $1', [t])).rowCount, 2);
 });
+
+test('a copy of a stored event that Postgres would refuse is a duplicate: not refused, not dead-lettered', async () => {
+  // Past JetStream's duplicate window, a copy of a stored event whose data Postgres refuses (only
+  // a forged log message can carry it: ingest caps the depth) reaches the persister in a batch
+  // with new events. The copy keeps its seq; nothing is counted or logged as refused.
+  await using stack = await startStack({
+    duplicateWindowMs: 1_000,
+    testLoosenValidation: new Set(['json-depth']),
+  });
+  const t = randomName('t-');
+  const [first] = await stack.client.publish([tokenEvent(t, 1)], 'PERSISTED');
+  assert.equal(first?.seq, 1);
+  await new Promise((r) => setTimeout(r, 1_600));
+  const acks = await stack.client.publish(
+    [{ ...tokenEvent(t, 1), content_json: TOO_DEEP }, tokenEvent(t, 2), tokenEvent(t, 3)],
+    'PERSISTED',
+  );
+  assert.deepEqual(
+    acks.map((a) => [a.seq, a.rejected ?? '']),
+    [
+      [1, ''],
+      [2, ''],
+      [3, ''],
+    ],
+  );
+  assert.equal(stack.broker.persister?.rejectedCount, 0, 'nothing was refused');
+  assert.equal((await stack.db.query('SELECT 1 FROM dead_letters WHERE thread_id = $1', [t])).rowCount, 0);
+  assert.deepEqual(
+    (await threadRows(stack.db, t)).map((r) => r.seq),
+    [1, 2, 3],
+  );
+});

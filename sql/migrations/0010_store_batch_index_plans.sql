@@ -24,8 +24,8 @@
 -- moves in the same statement as its events, so a restart or a takeover reads on from what was
 -- stored; only a producer's retry after JetStream's duplicate window brings one), and a stored
 -- event whose new copy holds bad data (a forged log message: ingest validates) fails with that
--- data's error; the persister's isolation of bad events then finds it stored: no seq, no dead
--- letter, though it is logged and counted as refused.
+-- data's error; the persister's isolation of bad events then finds it stored: a duplicate, no
+-- seq, no dead letter.
 -- The order of the steps is otherwise 0009's, and its comments hold.
 CREATE OR REPLACE FUNCTION rs_store_batch(
   p_stream text, p_member text, p_partitions int[], p_epochs int8[], p_upto int8[],

@@ -731,16 +731,22 @@ export class Persister implements AsyncDisposable {
       );
       return this.#retrying(() => fence(this.#o.pool, this.#scope, entries));
     }
-    this.rejectedCount++;
-    this.#o.log.error(
-      { threadId: p.record.thread_id, eventId: p.record.event_id, offset: p.offset, ...rejection },
-      'event refused by the store: dead-lettered, a notice stored in its place',
-    );
+    // Counted and logged once stored (#count): a copy of an event stored before is only a duplicate.
     return this.#store([{ ...p, rejection }], entries);
   }
 
   #count(batch: readonly PendingEvent[], result: ThreadBatchResult): void {
-    const rejected = result.receipts.filter((r) => r.rejected !== undefined).length;
+    let rejected = 0;
+    result.receipts.forEach((r, i) => {
+      if (r.rejected === undefined) return;
+      rejected++;
+      const p = batch[i] as PendingEvent;
+      this.#o.log.error(
+        { threadId: p.record.thread_id, eventId: p.record.event_id, offset: p.offset, ...p.rejection },
+        'event refused by the store: dead-lettered, a notice stored in its place',
+      );
+    });
+    this.rejectedCount += rejected;
     const notices =
       rejected === 0 ? 0 : result.inserted.filter((e) => e.event_type === REJECTED_EVENT_TYPE).length;
     this.storedCount += result.inserted.length - notices;
