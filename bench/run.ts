@@ -10,6 +10,8 @@
  *  - js        B-js, raw JetStream publishes, per-message acks, 256 in flight;
  *  - ws        B-ws, a bare `ws` server sending the broker's event frames to K = 1,000 and K = 1 clients;
  *  - grpc      B-grpc, a bare grpc-js client stream of PublishRequests, 100 events each;
+ *  - floor     B-path, scenario 3's load at 5,000 events/s through the broker's processes and
+ *              servers built from the bare clients (nats.js, pg, ws): the latency floor of the parts;
  *  - e2e       1: full speed, ACCEPTED acks, delivered to a WebSocket subscription per thread:
  *              e2e events/s vs B-pg, and the persister's lag;
  *  - ingest    2: the same run's ACCEPTED acks, events/s vs B-js;
@@ -35,6 +37,7 @@ import { execFileSync } from 'node:child_process';
 import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { eventJson } from '../src/domain/event.js';
+import { DEFAULT_PARTITIONS } from '../src/domain/partition.js';
 import { findNatsServerBinary } from '../test/helpers/nats-server.js';
 import { type Servers, startServers } from '../test/helpers/stack.js';
 import { type BenchBroker, startBenchBroker } from './lib/bench-broker.js';
@@ -62,6 +65,7 @@ import { type FullSpeedResult, runFullSpeed } from './scenarios/full-speed.js';
 import { type GrpcBaselineResult, runGrpcBaseline } from './scenarios/grpc-baseline.js';
 import { type IngestStageResult, runIngestStage } from './scenarios/ingest-stage.js';
 import { type JsBaselineResult, runJsBaseline } from './scenarios/js-baseline.js';
+import { type PathFloorResult, runPathFloor } from './scenarios/path-floor.js';
 import { type PgBaselineResult, runPgBaseline } from './scenarios/pg-baseline.js';
 import { runWsBaseline, type WsBaselineResult } from './scenarios/ws-baseline.js';
 
@@ -81,7 +85,7 @@ const { values: args } = parseArgs({
 });
 const quick = args.quick === true;
 const only = new Set(
-  (args.only ?? 'pg,js,ws,grpc,e2e,ingest,latency,threads,persisted,stages,fanout,catchup,conns')
+  (args.only ?? 'pg,js,ws,grpc,floor,e2e,ingest,latency,threads,persisted,stages,fanout,catchup,conns')
     .split(',')
     .map((s) => s.trim()),
 );
@@ -194,6 +198,8 @@ interface RunResult {
   curve: CurvePoint[];
   /** Scenario 8. */
   persisted?: Targeted<FixedRateResult>;
+  /** B-path at the target rate: scenario 3's load through the bare parts (the latency floor). */
+  floor?: PathFloorResult;
   /** CPU per event by stage, one broker process per stage: at 1 and at 100 events per request. */
   stages?: StagesResult;
   errors: string[];
@@ -403,6 +409,21 @@ async function main(): Promise<void> {
       } catch (err) {
         run.errors.push(`B-pg: ${(err as Error).message}`);
         log(`${tag} B-pg FAILED: ${(err as Error).stack ?? err}`);
+      }
+    }
+
+    if (only.has('floor') && (await ready(run, 'B-path', ESTIMATE_MS.fixedRate, startedAt))) {
+      try {
+        const res = await runPathFloor(servers, {
+          ...PLAN.fixedRate,
+          rate: TARGET_RATE,
+          partitions: DEFAULT_PARTITIONS,
+        });
+        run.floor = res;
+        log(`${tag} B-path ${String(TARGET_RATE).padEnd(8)} ${floorText(res)}`);
+      } catch (err) {
+        run.errors.push(`B-path: ${(err as Error).message}`);
+        log(`${tag} B-path FAILED: ${(err as Error).stack ?? err}`);
       }
     }
 
@@ -682,6 +703,16 @@ function wsBaselineText(res: WsBaselineResult): string {
   return (
     `${fmt(res.deliveredPerS, 0)} messages/s delivered (${res.delivered}/${res.events * res.clients} ` +
     `in ${(res.ms / 1000).toFixed(1)} s, out of order ${res.outOfOrder})`
+  );
+}
+
+function floorText(res: PathFloorResult): string {
+  const l = res.e2eLatency;
+  const c = res.receiptLatency;
+  return (
+    `sent ${fmt(res.sentPerS, 0)}/s, e2e p50 ${fmt(l.p50, 1)} p99 ${fmt(l.p99, 1)} p99.9 ${fmt(l.p999, 1)} ms, ` +
+    `commit receipt p50 ${fmt(c.p50, 1)} p99 ${fmt(c.p99, 1)} ms, ${fmt(res.eventsPerTransaction, 1)} events/transaction ` +
+    `(received ${res.received}/${res.sent})\n  ${coresText(res.cores)}\n  ${perEventText(res.cpuUsPerEvent)}`
   );
 }
 
@@ -966,6 +997,25 @@ function tableRows(runs: readonly RunResult[]): Row[] {
         metric: 'broker + nats + pg CPU µs/event',
         values: col((r) => stackCpu(res(r)?.cpuUsPerEvent)),
         digits: 0,
+      });
+    }
+  }
+  if (only.has('floor')) {
+    const name = `B-path bare parts, ${fmt(TARGET_RATE, 0)} events/s offered`;
+    const rowsOf: [string, (f: PathFloorResult) => number][] = [
+      ['e2e p50 ms', (f) => f.e2eLatency.p50],
+      ['e2e p99 ms', (f) => f.e2eLatency.p99],
+      ['e2e p99.9 ms', (f) => f.e2eLatency.p999],
+      ['commit receipt p50 ms', (f) => f.receiptLatency.p50],
+      ['commit receipt p99 ms', (f) => f.receiptLatency.p99],
+      ['relay + nats + pg CPU µs/event', (f) => stackCpu(f.cpuUsPerEvent) ?? Number.NaN],
+    ];
+    for (const [metric, f] of rowsOf) {
+      rows.push({
+        scenario: name,
+        metric,
+        values: col((r) => (r.floor ? f(r.floor) : undefined)),
+        digits: metric.includes('CPU') ? 0 : 1,
       });
     }
   }

@@ -160,6 +160,35 @@ test('the per-stage CPU table holds the median of the runs per stage and request
   assert.equal(reportInputFrom(RESULTS).stages, undefined, 'a run without `stages` has no table');
 });
 
+test('the floor table sets the broker beside B-path at its rate, medians of the runs that measured it', () => {
+  const l = (p50: number, p99: number) => ({ p50, p99, p999: p99 + 1 });
+  const run = (broker: number, floor: number) => ({
+    latency: [
+      { rate: 1000, e2eLatency: l(1, 2) },
+      { rate: 5000, e2eLatency: l(broker, broker * 4) },
+    ],
+    persisted: { ackLatency: l(broker * 2, broker * 5) },
+    floor: { rate: 5000, e2eLatency: l(floor, floor * 3), receiptLatency: l(floor - 1, floor * 2) },
+  });
+  const input = reportInputFrom({
+    ...RESULTS,
+    runs: [run(20, 5), run(10, 6), run(30, 4), { latency: [{ rate: 5000, e2eLatency: l(99, 99) }] }],
+  });
+  assert.deepEqual(
+    input.floor?.map((f) => [f.metric, f.broker, f.floor]),
+    [
+      ['scenario 3, send → WebSocket p50', 20, 5],
+      ['scenario 3, send → WebSocket p99', 80, 15],
+      ['scenario 3, send → WebSocket p99.9', 81, 16],
+      ['scenario 8, PERSISTED ack (B-path: commit receipt) p50', 40, 4],
+      ['scenario 8, PERSISTED ack (B-path: commit receipt) p99', 100, 10],
+    ],
+  );
+  const md = renderSummary(input, '/somewhere/bench/results/x.json');
+  assert.ok(md.includes('| scenario 3, send → WebSocket p50 | 20.0 | 5.00 | 4.00× |'), md);
+  assert.equal(reportInputFrom(RESULTS).floor, undefined, 'a run without B-path has no table');
+});
+
 const DOC = '# Benchmarks\n\nIntro line one,\nline two.\n\nIn short:\n\n- a finding\n\n## Running\n\nprose\n';
 
 test('without markers, the block goes after the intro paragraph and the prose stays', () => {

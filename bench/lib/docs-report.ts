@@ -43,6 +43,15 @@ export interface BenchReportInput {
   readonly curve?: readonly CurvePoint[];
   /** CPU µs per delivered event by stage, one broker process per stage (medians of the runs). */
   readonly stages?: readonly StageRow[];
+  /** Scenarios 3 and 8 beside B-path, the bare parts under the same load (medians of the runs). */
+  readonly floor?: readonly FloorRow[];
+}
+
+/** One latency figure of the broker beside the same figure of B-path, ms. */
+export interface FloorRow {
+  readonly metric: string;
+  readonly broker: number;
+  readonly floor: number;
 }
 
 /** One request shape of the `stages` measurement: µs of CPU per delivered event. */
@@ -85,6 +94,50 @@ function stageRows(runs: readonly Json[]): StageRow[] {
     });
   }
   return rows;
+}
+
+/** The figures compared with B-path: the broker's (a path in a run) beside the floor's (a path in `floor`). */
+const FLOOR_FIGURES: readonly (readonly [string, (r: Json) => unknown, (f: Json) => unknown])[] = [
+  ['scenario 3, send → WebSocket p50', (r) => targetLatency(r)?.p50, (f) => latencyOf(f, 'e2eLatency')?.p50],
+  ['scenario 3, send → WebSocket p99', (r) => targetLatency(r)?.p99, (f) => latencyOf(f, 'e2eLatency')?.p99],
+  [
+    'scenario 3, send → WebSocket p99.9',
+    (r) => targetLatency(r)?.p999,
+    (f) => latencyOf(f, 'e2eLatency')?.p999,
+  ],
+  [
+    'scenario 8, PERSISTED ack (B-path: commit receipt) p50',
+    (r) => (isObject(r.persisted) ? latencyOf(r.persisted, 'ackLatency')?.p50 : undefined),
+    (f) => latencyOf(f, 'receiptLatency')?.p50,
+  ],
+  [
+    'scenario 8, PERSISTED ack (B-path: commit receipt) p99',
+    (r) => (isObject(r.persisted) ? latencyOf(r.persisted, 'ackLatency')?.p99 : undefined),
+    (f) => latencyOf(f, 'receiptLatency')?.p99,
+  ],
+];
+
+function latencyOf(o: Json, field: string): Json | undefined {
+  const l = o[field];
+  return isObject(l) ? l : undefined;
+}
+
+/** Scenario 3 at B-path's rate (the target rate). */
+function targetLatency(run: Json): Json | undefined {
+  const floor = isObject(run.floor) ? run.floor : undefined;
+  if (!floor || !Array.isArray(run.latency)) return undefined;
+  const at = run.latency.find((l) => isObject(l) && l.rate === floor.rate);
+  return isObject(at) ? latencyOf(at, 'e2eLatency') : undefined;
+}
+
+function floorRows(runs: readonly Json[]): FloorRow[] {
+  const measured = runs.filter((r) => isObject(r.floor));
+  if (measured.length === 0) return [];
+  return FLOOR_FIGURES.map(([metric, broker, floor]) => ({
+    metric,
+    broker: median(measured.map((r) => num(broker(r)))),
+    floor: median(measured.map((r) => num(floor(r.floor as Json)))),
+  }));
 }
 
 /** An absolute limit (RSS, latency): divided by the limit itself, met at or below 1. */
@@ -224,6 +277,7 @@ export function reportInputFrom(results: unknown): BenchReportInput {
     });
 
   const stages = stageRows(runs);
+  const floor = floorRows(runs);
   return {
     date: String(results.date),
     quick: results.mode === 'quick',
@@ -232,6 +286,7 @@ export function reportInputFrom(results: unknown): BenchReportInput {
     ratios,
     ...(curve.length > 0 ? { curve } : {}),
     ...(stages.length > 0 ? { stages } : {}),
+    ...(floor.length > 0 ? { floor } : {}),
   };
 }
 
@@ -286,6 +341,21 @@ export function renderSummary(input: BenchReportInput, resultsFile: string): str
       lines.push(
         `| ${number(s.eventsPerRequest)} | ${number(s.ingest)} | ${number(s.persister)} | ${number(s.fanout)} | ` +
           `${number(s.ingest + s.persister + s.fanout)} | ${number(s.nats)} | ${number(s.postgres)} | ${number(s.loadGenerators)} |`,
+      );
+    }
+  }
+  if (input.floor && input.floor.length > 0) {
+    lines.push(
+      '',
+      "Latency against its floor: B-path sends scenario 3's load through the same processes and servers with",
+      'the bare clients alone (`bench/loadgen/path-floor.ts`), in the same run:',
+      '',
+      '| ms | broker | B-path (bare parts) | broker ÷ B-path |',
+      '| --- | ---: | ---: | ---: |',
+    );
+    for (const f of input.floor) {
+      lines.push(
+        `| ${f.metric} | ${number(f.broker)} | ${number(f.floor)} | ${number(f.broker / f.floor)}× |`,
       );
     }
   }

@@ -1,0 +1,356 @@
+/**
+ * Load generator side of B-path: the broker's path at a fixed rate, built from the bare
+ * clients alone (nats.js, pg, ws), none of the broker's code. It measures what the parts
+ * cost on this machine, so that scenario 3's latency can be read against a floor:
+ *
+ *  - `producer`: scenario 3's open load (the same ticks, due rule, threads and events, each
+ *    stamped at send) as one JetStream publish per event (timing each event's commit receipt), the broker's log record as JSON with
+ *    its `Nats-Msg-Id` and `Nats-Expected-Stream`, into the broker's partition streams;
+ *  - `relay`, the broker's stand-in: an ordered pull consumer per partition, as the persister
+ *    reads; one queue, drained one statement at a time (everything queued while the previous one
+ *    ran, in one `unnest` insert into a table `LIKE run_events INCLUDING ALL`, seq counted per
+ *    thread in memory: no locks, heads, runs or fence); after each commit one core NATS message
+ *    per thread on the thread's subject, read back by a subscription per thread on the same
+ *    connection, and each event sent as a WebSocket text frame to the connection that asked
+ *    for its thread;
+ *    (and, per thread, the committed event_ids on a receipts subject the producer reads, as a
+ *    PERSISTED ack waits for them);
+ *  - `subscribers`: WebSocket clients, each asking for its share of the threads; every event's
+ *    send → receipt latency is recorded.
+ *
+ * So each event crosses the processes and servers the broker's does (producer → nats-server →
+ * relay → Postgres → relay → nats-server → relay → subscriber), with the least work at each.
+ * The gRPC hop into the broker has no stand-in (the producer publishes to JetStream itself),
+ * which makes the floor lower still.
+ */
+import { type ConsumerMessages, DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { connect, headers } from '@nats-io/transport-node';
+import pg from 'pg';
+import { type WebSocket, WebSocketServer, WebSocket as WsClient } from 'ws';
+import { DEFAULT_DUPLICATE_WINDOW_MS, DEFAULT_STREAM_MAX_AGE_MS } from '../../src/config.js';
+import type { LogRecord } from '../../src/domain/event.js';
+import { partitionOf } from '../../src/domain/partition.js';
+import { ensureLogStream, partitionStream } from '../../src/log/streams.js';
+import { msgId, Subjects } from '../../src/log/subjects.js';
+import { type LoadgenIo, runLoadgen } from '../lib/loadgen.js';
+import { type BenchThread, epochMs, nextTokenEvent } from '../lib/payload.js';
+
+export const FLOOR_TABLE = 'bench_floor_events';
+
+interface Common {
+  readonly natsUrl: string;
+  /** Subject prefix and stream name of this measurement (fresh each time). */
+  readonly prefix: string;
+  readonly streamName: string;
+  readonly partitions: number;
+  readonly threads: readonly BenchThread[];
+}
+
+export interface ProducerArgs extends Common {
+  readonly role: 'producer';
+  readonly rate: number;
+  readonly tickMs: number;
+  readonly durationMs: number;
+}
+
+export interface RelayArgs extends Common {
+  readonly role: 'relay';
+  readonly databaseUrl: string;
+}
+
+export interface SubscribersArgs {
+  readonly role: 'subscribers';
+  readonly wsUrl: string;
+  readonly connections: number;
+  readonly threads: readonly BenchThread[];
+  /** Stop once this many events have arrived, or after `timeoutMs`. */
+  readonly expected: number;
+  readonly timeoutMs: number;
+}
+
+export type PathFloorArgs = ProducerArgs | RelayArgs | SubscribersArgs;
+
+export interface ProducerResult {
+  readonly sent: number;
+  readonly acked: number;
+  readonly failed: number;
+  readonly sentPerS: number;
+  /** Each event's send stamp (epoch ms) and send → commit receipt (ms), in arrival order. */
+  readonly receiptSentAtMs: number[];
+  readonly receiptLatenciesMs: number[];
+}
+
+export interface RelayResult {
+  readonly stored: number;
+  readonly transactions: number;
+}
+
+export interface SubscribersResult {
+  readonly received: number;
+  /** Each event's send stamp (epoch ms) and its send → receipt latency (ms), in arrival order. */
+  readonly sentAtMs: number[];
+  readonly latenciesMs: number[];
+}
+
+async function main(
+  a: PathFloorArgs,
+  io: LoadgenIo,
+): Promise<ProducerResult | RelayResult | SubscribersResult> {
+  if (a.role === 'producer') return produce(a, io);
+  if (a.role === 'relay') return relay(a, io);
+  return subscribe(a, io);
+}
+
+async function produce(a: ProducerArgs, io: LoadgenIo): Promise<ProducerResult> {
+  const subjects = new Subjects(a.prefix, a.partitions);
+  const threads = a.threads.map((t) => ({ ...t }));
+  const nc = await connect({ servers: a.natsUrl, noAsyncTraces: true });
+  const js = jetstream(nc);
+  const createdAt = new Date().toISOString();
+  let sent = 0;
+  let acked = 0;
+  let failed = 0;
+  const pending = new Set<Promise<unknown>>();
+  // The relay's commit receipts, as a PERSISTED ack waits for them: send → receipt per event.
+  const stamps = new Map<string, number>();
+  const receiptSentAtMs: number[] = [];
+  const receiptLatenciesMs: number[] = [];
+  nc.subscribe(`${a.prefix}.receipts.>`, {
+    callback: (_err, msg) => {
+      const now = epochMs();
+      const thread = msg.subject.slice(`${a.prefix}.receipts.`.length);
+      for (const id of msg.string().split(',')) {
+        const key = `${thread}/${id}`;
+        const at = stamps.get(key);
+        if (at === undefined) continue;
+        stamps.delete(key);
+        receiptSentAtMs.push(at);
+        receiptLatenciesMs.push(now - at);
+      }
+    },
+  });
+  await nc.flush();
+  io.ready();
+  await io.go;
+  const start = performance.now();
+  const total = Math.floor((a.rate * a.durationMs) / 1000);
+  let next = 0;
+  while (next < total) {
+    const due = Math.min(total, Math.floor(((performance.now() - start) * a.rate) / 1000));
+    if (due > next) {
+      const stamp = epochMs();
+      for (; next < due; next++) {
+        const t = threads[next % threads.length] as BenchThread;
+        const e = nextTokenEvent(t, stamp);
+        stamps.set(`${e.thread_id}/${e.event_id}`, stamp);
+        const record: LogRecord = { ...e, category: 'message', user_id: '', created_at: createdAt };
+        const h = headers();
+        h.set('Nats-Msg-Id', msgId(e.thread_id, e.event_id));
+        h.set('Nats-Expected-Stream', partitionStream(a.streamName, partitionOf(e.thread_id, a.partitions)));
+        const p = js
+          .publish(subjects.log(e.thread_id, e.run_id), JSON.stringify(record), { headers: h })
+          .then(
+            () => acked++,
+            () => failed++,
+          );
+        sent++;
+        pending.add(p);
+        void p.finally(() => pending.delete(p));
+      }
+    }
+    if (next < total) await new Promise((r) => setTimeout(r, a.tickMs));
+  }
+  const sentPerS = (sent / (performance.now() - start)) * 1000;
+  await Promise.race([Promise.all(pending), new Promise((r) => setTimeout(r, 10_000))]);
+  for (let waited = 0; stamps.size > 0 && waited < 10_000; waited += 100)
+    await new Promise((r) => setTimeout(r, 100));
+  await nc.close();
+  return { sent, acked, failed, sentPerS, receiptSentAtMs, receiptLatenciesMs };
+}
+
+interface Queued {
+  readonly thread: string;
+  readonly offset: number;
+  readonly record: LogRecord;
+}
+
+async function relay(a: RelayArgs, io: LoadgenIo): Promise<RelayResult> {
+  const subjects = new Subjects(a.prefix, a.partitions);
+  const nc = await connect({ servers: a.natsUrl, noAsyncTraces: true });
+  const jsm = await jetstreamManager(nc);
+  await ensureLogStream(jsm, {
+    streamName: a.streamName,
+    subjects,
+    maxAgeMs: DEFAULT_STREAM_MAX_AGE_MS,
+    duplicateWindowMs: DEFAULT_DUPLICATE_WINDOW_MS,
+    replicas: 1,
+  });
+  const client = new pg.Client({ connectionString: a.databaseUrl });
+  await client.connect();
+
+  // Subscribers ask for their threads; each thread's events go to the socket that asked.
+  const sockets = new Map<string, WebSocket>();
+  const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+  wss.on('connection', (ws) => {
+    ws.on('message', (data) => {
+      for (const t of JSON.parse(String(data)) as string[]) sockets.set(t, ws);
+      ws.send('ok');
+    });
+  });
+  await new Promise<void>((resolve) => wss.once('listening', () => resolve()));
+  const port = (wss.address() as { port: number }).port;
+  for (const t of a.threads) {
+    nc.subscribe(`${a.prefix}.floor.${t.threadId}`, {
+      callback: (_err, msg) => {
+        const ws = sockets.get(t.threadId);
+        if (!ws) return;
+        for (const line of msg.string().split('\x1e')) ws.send(line);
+      },
+    });
+  }
+  await nc.flush();
+
+  const queue: Queued[] = [];
+  const seqs = new Map<string, number>();
+  let stored = 0;
+  let transactions = 0;
+  let draining = false;
+  let closed = false;
+  const drain = async (): Promise<void> => {
+    draining = true;
+    while (queue.length > 0 && !closed) {
+      const batch = queue.splice(0, queue.length);
+      const cols = {
+        thread: [] as string[],
+        seq: [] as number[],
+        eventId: [] as string[],
+        runId: [] as string[],
+        eventType: [] as string[],
+        content: [] as string[],
+        metadata: [] as string[],
+        offset: [] as number[],
+        createdAt: [] as string[],
+      };
+      const lines = new Map<string, string[]>();
+      const receipts = new Map<string, string[]>();
+      for (const q of batch) {
+        const seq = (seqs.get(q.thread) ?? 0) + 1;
+        seqs.set(q.thread, seq);
+        const r = q.record;
+        cols.thread.push(q.thread);
+        cols.seq.push(seq);
+        cols.eventId.push(r.event_id);
+        cols.runId.push(r.run_id);
+        cols.eventType.push(r.event_type);
+        cols.content.push(r.content_json);
+        cols.metadata.push(r.metadata_json);
+        cols.offset.push(q.offset);
+        cols.createdAt.push(r.created_at);
+        const json = `{"seq":${seq},"thread_id":"${q.thread}","content":${r.content_json}}`;
+        const list = lines.get(q.thread);
+        if (list) list.push(json);
+        else lines.set(q.thread, [json]);
+        const ids = receipts.get(q.thread);
+        if (ids) ids.push(r.event_id);
+        else receipts.set(q.thread, [r.event_id]);
+      }
+      await client.query({
+        name: 'floor_insert',
+        text: `INSERT INTO ${FLOOR_TABLE}
+                 (thread_id, seq, event_id, run_id, event_type, category, user_id, created_at, content, metadata,
+                  stream_offset)
+               SELECT x.thread_id, x.seq, x.event_id, x.run_id, x.event_type, 1, '', x.created_at, x.content::json,
+                      x.metadata::json, x.stream_offset
+                 FROM unnest($1::text[], $2::int8[], $3::text[], $4::text[], $5::text[], $6::timestamptz[],
+                             $7::text[], $8::text[], $9::int8[])
+                      AS x(thread_id, seq, event_id, run_id, event_type, created_at, content, metadata, stream_offset)`,
+        values: [
+          cols.thread,
+          cols.seq,
+          cols.eventId,
+          cols.runId,
+          cols.eventType,
+          cols.createdAt,
+          cols.content,
+          cols.metadata,
+          cols.offset,
+        ],
+      });
+      stored += batch.length;
+      transactions++;
+      for (const [thread, list] of lines) nc.publish(`${a.prefix}.floor.${thread}`, list.join('\x1e'));
+      for (const [thread, ids] of receipts) nc.publish(`${a.prefix}.receipts.${thread}`, ids.join(','));
+    }
+    draining = false;
+  };
+
+  const js = jetstream(nc);
+  const readers: Promise<void>[] = [];
+  const consumers: ConsumerMessages[] = [];
+  for (let p = 0; p < a.partitions; p++) {
+    const consumer = await js.consumers.get(partitionStream(a.streamName, p), {
+      name_prefix: `floor-${p}`,
+      deliver_policy: DeliverPolicy.All,
+    });
+    const messages = await consumer.consume({ max_messages: 63, expires: 30_000, idle_heartbeat: 500 });
+    consumers.push(messages);
+    readers.push(
+      (async () => {
+        for await (const m of messages) {
+          const record = JSON.parse(m.string()) as LogRecord;
+          queue.push({ thread: record.thread_id, offset: m.seq, record });
+          if (!draining) setImmediate(() => void (draining ? undefined : drain()));
+        }
+      })(),
+    );
+  }
+  io.ready({ wsUrl: `ws://127.0.0.1:${port}` });
+  await io.go; // the parent's second word: stop
+  closed = true;
+  for (const c of consumers) await c.close().catch(() => undefined);
+  await Promise.allSettled(readers);
+  wss.close();
+  await client.end().catch(() => undefined);
+  await nc.close();
+  return { stored, transactions };
+}
+
+async function subscribe(a: SubscribersArgs, io: LoadgenIo): Promise<SubscribersResult> {
+  const sentAtMs: number[] = [];
+  const latenciesMs: number[] = [];
+  let received = 0;
+  let done: () => void = () => undefined;
+  const finished = new Promise<void>((resolve) => {
+    done = resolve;
+  });
+  const sockets = await Promise.all(
+    Array.from({ length: a.connections }, async (_, c) => {
+      const ws = new WsClient(a.wsUrl);
+      await new Promise<void>((resolve, reject) => {
+        ws.once('open', () => resolve());
+        ws.once('error', reject);
+      });
+      const mine = a.threads.filter((t) => t.index % a.connections === c).map((t) => t.threadId);
+      const acked = new Promise<void>((resolve) => ws.once('message', () => resolve()));
+      ws.send(JSON.stringify(mine));
+      await acked;
+      ws.on('message', (data) => {
+        const now = epochMs();
+        const t = (JSON.parse(String(data)) as { content: { t?: number } }).content.t;
+        received++;
+        if (t !== undefined) {
+          sentAtMs.push(t);
+          latenciesMs.push(now - t);
+        }
+        if (received >= a.expected) done();
+      });
+      return ws;
+    }),
+  );
+  io.ready();
+  await Promise.race([finished, new Promise((r) => setTimeout(r, a.timeoutMs))]);
+  for (const ws of sockets) ws.close();
+  return { received, sentAtMs, latenciesMs };
+}
+
+runLoadgen(main);

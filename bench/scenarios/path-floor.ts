@@ -1,0 +1,120 @@
+/**
+ * Baseline B-path: scenario 3's load through the broker's processes and servers built from
+ * the bare clients alone (bench/loadgen/path-floor.ts says what each does). Its latency is
+ * the floor of the parts on this machine: what nats-server, Postgres, the WebSocket hop and
+ * the event loops of three processes cost an event at this rate, with none of the broker's
+ * work. Scenario 3's send → WebSocket latency at the same rate reads against it.
+ */
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { createLogger } from '../../src/logger.js';
+import { migrate } from '../../src/persist/migrate.js';
+import type { Servers } from '../../test/helpers/stack.js';
+import { type CpuMs, coresUsed, cpuPerEvent, cpuSnapshot } from '../lib/cpu.js';
+import { forkLoadgen } from '../lib/loadgen.js';
+import { makeThreads } from '../lib/payload.js';
+import { type LatencySummary, summarize } from '../lib/stats.js';
+import {
+  FLOOR_TABLE,
+  type PathFloorArgs,
+  type ProducerResult,
+  type RelayResult,
+  type SubscribersResult,
+} from '../loadgen/path-floor.js';
+
+export interface PathFloorOptions {
+  readonly rate: number;
+  readonly warmupMs: number;
+  readonly durationMs: number;
+  readonly threads: number;
+  readonly partitions: number;
+  readonly wsConnections: number;
+  readonly tickMs: number;
+  readonly drainTimeoutMs: number;
+}
+
+export interface PathFloorResult {
+  readonly rate: number;
+  readonly sent: number;
+  readonly sentPerS: number;
+  readonly received: number;
+  /** Send → WebSocket receipt of the events sent after the warm-up, ms. */
+  readonly e2eLatency: LatencySummary;
+  /** Send → the relay's commit receipt at the producer (what a PERSISTED ack waits for), ms. */
+  readonly receiptLatency: LatencySummary;
+  readonly transactions: number;
+  readonly eventsPerTransaction: number;
+  /** Cores busy on average: `broker` is the relay. */
+  readonly cores: CpuMs | undefined;
+  readonly cpuUsPerEvent: Omit<CpuMs, 'other'> | undefined;
+}
+
+export async function runPathFloor(servers: Servers, o: PathFloorOptions): Promise<PathFloorResult> {
+  const databaseUrl = await servers.pg.createDatabase();
+  const pool = new pg.Pool({ connectionString: databaseUrl, max: 1 });
+  pool.on('error', () => undefined);
+  const tag = randomBytes(4).toString('hex');
+  const threads = makeThreads(o.threads);
+  const common = {
+    natsUrl: servers.nats.url,
+    prefix: `bpath${tag}`,
+    streamName: `BPATH_${tag}`,
+    partitions: o.partitions,
+    threads,
+  };
+  try {
+    await migrate(pool, createLogger('warn'));
+    await pool.query(`CREATE TABLE ${FLOOR_TABLE} (LIKE run_events INCLUDING ALL)`);
+    await using relay = await forkLoadgen<RelayResult, { wsUrl: string }>('path-floor', {
+      ...common,
+      role: 'relay',
+      databaseUrl,
+    } satisfies PathFloorArgs);
+    const total = Math.floor((o.rate * (o.warmupMs + o.durationMs)) / 1000);
+    await using subscribers = await forkLoadgen<SubscribersResult>('path-floor', {
+      role: 'subscribers',
+      wsUrl: relay.info.wsUrl,
+      connections: o.wsConnections,
+      threads,
+      expected: total,
+      timeoutMs: o.warmupMs + o.durationMs + o.drainTimeoutMs,
+    } satisfies PathFloorArgs);
+    await using producer = await forkLoadgen<ProducerResult>('path-floor', {
+      ...common,
+      role: 'producer',
+      rate: o.rate,
+      tickMs: o.tickMs,
+      durationMs: o.warmupMs + o.durationMs,
+    } satisfies PathFloorArgs);
+    const measuredFromMs = performance.timeOrigin + performance.now() + o.warmupMs;
+    producer.go();
+    await new Promise((r) => setTimeout(r, o.warmupMs));
+    const cpuBefore = cpuSnapshot([relay.pid]);
+    const t0 = performance.now();
+    const sent = await producer.result();
+    const seen = await subscribers.result();
+    const ms = performance.now() - t0;
+    const cpuAfter = cpuSnapshot([relay.pid]);
+    relay.go(); // stop
+    const stored = await relay.result();
+    const latencies = seen.latenciesMs.filter((_, i) => (seen.sentAtMs[i] as number) >= measuredFromMs);
+    return {
+      rate: o.rate,
+      sent: sent.sent,
+      sentPerS: sent.sentPerS,
+      received: seen.received,
+      e2eLatency: summarize(latencies),
+      receiptLatency: summarize(
+        sent.receiptLatenciesMs.filter((_, i) => (sent.receiptSentAtMs[i] as number) >= measuredFromMs),
+      ),
+      transactions: stored.transactions,
+      eventsPerTransaction: stored.stored / Math.max(1, stored.transactions),
+      cores: coresUsed(cpuBefore, cpuAfter, ms),
+      cpuUsPerEvent: cpuPerEvent(cpuBefore, cpuAfter, latencies.length),
+    };
+  } finally {
+    await pool.end();
+    const name = decodeURIComponent(new URL(databaseUrl).pathname.slice(1));
+    await servers.db.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`).catch(() => undefined);
+  }
+}
