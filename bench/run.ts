@@ -712,7 +712,9 @@ function floorText(res: PathFloorResult): string {
   return (
     `sent ${fmt(res.sentPerS, 0)}/s, e2e p50 ${fmt(l.p50, 1)} p99 ${fmt(l.p99, 1)} p99.9 ${fmt(l.p999, 1)} ms, ` +
     `commit receipt p50 ${fmt(c.p50, 1)} p99 ${fmt(c.p99, 1)} ms, ${fmt(res.eventsPerTransaction, 1)} events/transaction ` +
-    `(received ${res.received}/${res.sent})\n  ${coresText(res.cores)}\n  ${perEventText(res.cpuUsPerEvent)}`
+    `(received ${res.received}/${res.sent})\n  stages ms: send→read from JetStream p50 ${fmt(res.readLatency.p50, 1)} ` +
+    `p99 ${fmt(res.readLatency.p99, 1)} | send→committed p50 ${fmt(res.committedLatency.p50, 1)} ` +
+    `p99 ${fmt(res.committedLatency.p99, 1)}\n  ${coresText(res.cores)}\n  ${perEventText(res.cpuUsPerEvent)}`
   );
 }
 
@@ -1006,6 +1008,8 @@ function tableRows(runs: readonly RunResult[]): Row[] {
       ['e2e p50 ms', (f) => f.e2eLatency.p50],
       ['e2e p99 ms', (f) => f.e2eLatency.p99],
       ['e2e p99.9 ms', (f) => f.e2eLatency.p999],
+      ['send → read from JetStream p50 ms', (f) => f.readLatency.p50],
+      ['send → committed p50 ms', (f) => f.committedLatency.p50],
       ['commit receipt p50 ms', (f) => f.receiptLatency.p50],
       ['commit receipt p99 ms', (f) => f.receiptLatency.p99],
       ['relay + nats + pg CPU µs/event', (f) => stackCpu(f.cpuUsPerEvent) ?? Number.NaN],

@@ -83,6 +83,12 @@ export interface ProducerResult {
 export interface RelayResult {
   readonly stored: number;
   readonly transactions: number;
+  /** Per event read: its send stamp (epoch ms) and send → read from JetStream (ms). */
+  readonly readSentAtMs: number[];
+  readonly readMs: number[];
+  /** Per event stored: its send stamp (epoch ms) and send → committed (ms). */
+  readonly committedSentAtMs: number[];
+  readonly committedMs: number[];
 }
 
 export interface SubscribersResult {
@@ -172,6 +178,8 @@ interface Queued {
   readonly thread: string;
   readonly offset: number;
   readonly record: LogRecord;
+  /** The producer's send stamp (epoch ms), from the content. */
+  readonly sentAt: number;
 }
 
 async function relay(a: RelayArgs, io: LoadgenIo): Promise<RelayResult> {
@@ -211,6 +219,12 @@ async function relay(a: RelayArgs, io: LoadgenIo): Promise<RelayResult> {
   await nc.flush();
 
   const queue: Queued[] = [];
+  const stamps = {
+    readSentAtMs: [] as number[],
+    readMs: [] as number[],
+    committedSentAtMs: [] as number[],
+    committedMs: [] as number[],
+  };
   const seqs = new Map<string, number>();
   let stored = 0;
   let transactions = 0;
@@ -278,6 +292,11 @@ async function relay(a: RelayArgs, io: LoadgenIo): Promise<RelayResult> {
       });
       stored += batch.length;
       transactions++;
+      const committedAt = epochMs();
+      for (const q of batch) {
+        stamps.committedSentAtMs.push(q.sentAt);
+        stamps.committedMs.push(committedAt - q.sentAt);
+      }
       for (const [thread, list] of lines) nc.publish(`${a.prefix}.floor.${thread}`, list.join('\x1e'));
       for (const [thread, ids] of receipts) nc.publish(`${a.prefix}.receipts.${thread}`, ids.join(','));
     }
@@ -298,7 +317,10 @@ async function relay(a: RelayArgs, io: LoadgenIo): Promise<RelayResult> {
       (async () => {
         for await (const m of messages) {
           const record = JSON.parse(m.string()) as LogRecord;
-          queue.push({ thread: record.thread_id, offset: m.seq, record });
+          const sentAt = (JSON.parse(record.content_json) as { t: number }).t;
+          queue.push({ thread: record.thread_id, offset: m.seq, record, sentAt });
+          stamps.readSentAtMs.push(sentAt);
+          stamps.readMs.push(epochMs() - sentAt);
           if (!draining) setImmediate(() => void (draining ? undefined : drain()));
         }
       })(),
@@ -312,7 +334,7 @@ async function relay(a: RelayArgs, io: LoadgenIo): Promise<RelayResult> {
   wss.close();
   await client.end().catch(() => undefined);
   await nc.close();
-  return { stored, transactions };
+  return { stored, transactions, ...stamps };
 }
 
 async function subscribe(a: SubscribersArgs, io: LoadgenIo): Promise<SubscribersResult> {

@@ -40,6 +40,10 @@ export interface PathFloorResult {
   readonly received: number;
   /** Send → WebSocket receipt of the events sent after the warm-up, ms. */
   readonly e2eLatency: LatencySummary;
+  /** Send → read by the relay from JetStream, ms: the JetStream hop. */
+  readonly readLatency: LatencySummary;
+  /** Send → the relay's commit, ms. */
+  readonly committedLatency: LatencySummary;
   /** Send → the relay's commit receipt at the producer (what a PERSISTED ack waits for), ms. */
   readonly receiptLatency: LatencySummary;
   readonly transactions: number;
@@ -97,6 +101,8 @@ export async function runPathFloor(servers: Servers, o: PathFloorOptions): Promi
     const cpuAfter = cpuSnapshot([relay.pid]);
     relay.go(); // stop
     const stored = await relay.result();
+    const measured = (sentAt: readonly number[], ms: readonly number[]) =>
+      summarize(ms.filter((_, i) => (sentAt[i] as number) >= measuredFromMs));
     const latencies = seen.latenciesMs.filter((_, i) => (seen.sentAtMs[i] as number) >= measuredFromMs);
     return {
       rate: o.rate,
@@ -104,9 +110,9 @@ export async function runPathFloor(servers: Servers, o: PathFloorOptions): Promi
       sentPerS: sent.sentPerS,
       received: seen.received,
       e2eLatency: summarize(latencies),
-      receiptLatency: summarize(
-        sent.receiptLatenciesMs.filter((_, i) => (sent.receiptSentAtMs[i] as number) >= measuredFromMs),
-      ),
+      readLatency: measured(stored.readSentAtMs, stored.readMs),
+      committedLatency: measured(stored.committedSentAtMs, stored.committedMs),
+      receiptLatency: measured(sent.receiptSentAtMs, sent.receiptLatenciesMs),
       transactions: stored.transactions,
       eventsPerTransaction: stored.stored / Math.max(1, stored.transactions),
       cores: coresUsed(cpuBefore, cpuAfter, ms),
