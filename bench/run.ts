@@ -10,7 +10,7 @@
  *  - js        B-js, raw JetStream publishes, per-message acks, 256 in flight;
  *  - ws        B-ws, a bare `ws` server sending the broker's event frames to K = 1,000 and K = 1 clients;
  *  - grpc      B-grpc, a bare grpc-js client stream of PublishRequests, 100 events each;
- *  - floor     B-path, scenario 3's load at 5,000 events/s through the broker's processes and
+ *  - floor     B-path, scenario 3's (and 8's) load at 5,000 events/s through the broker's processes and
  *              servers built from the bare clients (nats.js, pg, ws): the latency floor of the parts;
  *  - e2e       1: full speed, ACCEPTED acks, delivered to a WebSocket subscription per thread:
  *              e2e events/s vs B-pg, and the persister's lag;
@@ -200,6 +200,8 @@ interface RunResult {
   persisted?: Targeted<FixedRateResult>;
   /** B-path at the target rate: scenario 3's load through the bare parts (the latency floor). */
   floor?: PathFloorResult;
+  /** The same with commit receipts sent and timed: scenario 8's floor. */
+  floorReceipts?: PathFloorResult;
   /** CPU per event by stage, one broker process per stage: at 1 and at 100 events per request. */
   stages?: StagesResult;
   errors: string[];
@@ -412,18 +414,23 @@ async function main(): Promise<void> {
       }
     }
 
-    if (only.has('floor') && (await ready(run, 'B-path', ESTIMATE_MS.fixedRate, startedAt))) {
+    // Twice: as scenario 3 (no commit receipts) and as scenario 8 (receipts sent and timed).
+    for (const receipts of [false, true]) {
+      if (!only.has('floor') || !(await ready(run, 'B-path', ESTIMATE_MS.fixedRate, startedAt))) break;
+      const name = receipts ? 'B-path+receipts' : 'B-path';
       try {
         const res = await runPathFloor(servers, {
           ...PLAN.fixedRate,
           rate: TARGET_RATE,
           partitions: DEFAULT_PARTITIONS,
+          receipts,
         });
-        run.floor = res;
-        log(`${tag} B-path ${String(TARGET_RATE).padEnd(8)} ${floorText(res)}`);
+        if (receipts) run.floorReceipts = res;
+        else run.floor = res;
+        log(`${tag} ${name.padEnd(15)} ${floorText(res)}`);
       } catch (err) {
-        run.errors.push(`B-path: ${(err as Error).message}`);
-        log(`${tag} B-path FAILED: ${(err as Error).stack ?? err}`);
+        run.errors.push(`${name}: ${(err as Error).message}`);
+        log(`${tag} ${name} FAILED: ${(err as Error).stack ?? err}`);
       }
     }
 
@@ -711,7 +718,8 @@ function floorText(res: PathFloorResult): string {
   const c = res.receiptLatency;
   return (
     `sent ${fmt(res.sentPerS, 0)}/s, e2e p50 ${fmt(l.p50, 1)} p99 ${fmt(l.p99, 1)} p99.9 ${fmt(l.p999, 1)} ms, ` +
-    `commit receipt p50 ${fmt(c.p50, 1)} p99 ${fmt(c.p99, 1)} ms, ${fmt(res.eventsPerTransaction, 1)} events/transaction ` +
+    `${res.receipts ? `commit receipt p50 ${fmt(c.p50, 1)} p99 ${fmt(c.p99, 1)} ms, ` : ''}` +
+    `${fmt(res.eventsPerTransaction, 1)} events/transaction ` +
     `(received ${res.received}/${res.sent})\n  stages ms: send→read from JetStream p50 ${fmt(res.readLatency.p50, 1)} ` +
     `p99 ${fmt(res.readLatency.p99, 1)} | send→committed p50 ${fmt(res.committedLatency.p50, 1)} ` +
     `p99 ${fmt(res.committedLatency.p99, 1)}\n  ${coresText(res.cores)}\n  ${perEventText(res.cpuUsPerEvent)}`
@@ -1003,25 +1011,36 @@ function tableRows(runs: readonly RunResult[]): Row[] {
     }
   }
   if (only.has('floor')) {
-    const name = `B-path bare parts, ${fmt(TARGET_RATE, 0)} events/s offered`;
-    const rowsOf: [string, (f: PathFloorResult) => number][] = [
+    const floorRowsOf = (
+      name: string,
+      of: (r: RunResult) => PathFloorResult | undefined,
+      metrics: [string, (f: PathFloorResult) => number][],
+    ) => {
+      for (const [metric, f] of metrics) {
+        rows.push({
+          scenario: name,
+          metric,
+          values: col((r) => {
+            const res = of(r);
+            return res ? f(res) : undefined;
+          }),
+          digits: metric.includes('CPU') ? 0 : 1,
+        });
+      }
+    };
+    floorRowsOf(`B-path bare parts, ${fmt(TARGET_RATE, 0)} events/s offered`, (r) => r.floor, [
       ['e2e p50 ms', (f) => f.e2eLatency.p50],
       ['e2e p99 ms', (f) => f.e2eLatency.p99],
       ['e2e p99.9 ms', (f) => f.e2eLatency.p999],
       ['send → read from JetStream p50 ms', (f) => f.readLatency.p50],
       ['send → committed p50 ms', (f) => f.committedLatency.p50],
+      ['relay + nats + pg CPU µs/event', (f) => stackCpu(f.cpuUsPerEvent) ?? Number.NaN],
+    ]);
+    floorRowsOf(`B-path with commit receipts, ${fmt(TARGET_RATE, 0)} events/s`, (r) => r.floorReceipts, [
       ['commit receipt p50 ms', (f) => f.receiptLatency.p50],
       ['commit receipt p99 ms', (f) => f.receiptLatency.p99],
-      ['relay + nats + pg CPU µs/event', (f) => stackCpu(f.cpuUsPerEvent) ?? Number.NaN],
-    ];
-    for (const [metric, f] of rowsOf) {
-      rows.push({
-        scenario: name,
-        metric,
-        values: col((r) => (r.floor ? f(r.floor) : undefined)),
-        digits: metric.includes('CPU') ? 0 : 1,
-      });
-    }
+      ['commit receipt p99.9 ms', (f) => f.receiptLatency.p999],
+    ]);
   }
   if (only.has('persisted')) {
     const name = `8 PERSISTED acks, ${fmt(TARGET_RATE, 0)} events/s offered`;

@@ -50,12 +50,18 @@ export interface ProducerArgs extends Common {
   readonly role: 'producer';
   readonly rate: number;
   readonly tickMs: number;
+  /** Sends for warmupMs + durationMs; what is sent in the first warmupMs is not measured. */
+  readonly warmupMs: number;
   readonly durationMs: number;
+  /** Time each event's commit receipt (the relay sends them only when asked: RelayArgs.receipts). */
+  readonly receipts: boolean;
 }
 
 export interface RelayArgs extends Common {
   readonly role: 'relay';
   readonly databaseUrl: string;
+  /** Publish each thread's committed event_ids after each commit (as for PERSISTED acks only). */
+  readonly receipts: boolean;
 }
 
 export interface SubscribersArgs {
@@ -74,6 +80,9 @@ export interface ProducerResult {
   readonly sent: number;
   readonly acked: number;
   readonly failed: number;
+  /** The measured window's start, epoch ms: events sent before it are the warm-up. */
+  readonly measuredFromMs: number;
+  /** Events/s sent in the measured window. */
   readonly sentPerS: number;
   /** Each event's send stamp (epoch ms) and send → commit receipt (ms), in arrival order. */
   readonly receiptSentAtMs: number[];
@@ -83,6 +92,8 @@ export interface ProducerResult {
 export interface RelayResult {
   readonly stored: number;
   readonly transactions: number;
+  /** The first error storing a batch, if any (the relay then stops storing). */
+  readonly error: string | undefined;
   /** Per event read: its send stamp (epoch ms) and send → read from JetStream (ms). */
   readonly readSentAtMs: number[];
   readonly readMs: number[];
@@ -117,42 +128,49 @@ async function produce(a: ProducerArgs, io: LoadgenIo): Promise<ProducerResult> 
   let acked = 0;
   let failed = 0;
   const pending = new Set<Promise<unknown>>();
-  // The relay's commit receipts, as a PERSISTED ack waits for them: send → receipt per event.
+  // The relay's commit receipts, as a PERSISTED ack waits for them: each event's publish → its receipt.
   const stamps = new Map<string, number>();
   const receiptSentAtMs: number[] = [];
   const receiptLatenciesMs: number[] = [];
-  nc.subscribe(`${a.prefix}.receipts.>`, {
-    callback: (_err, msg) => {
-      const now = epochMs();
-      const thread = msg.subject.slice(`${a.prefix}.receipts.`.length);
-      for (const id of msg.string().split(',')) {
-        const key = `${thread}/${id}`;
-        const at = stamps.get(key);
-        if (at === undefined) continue;
-        stamps.delete(key);
-        receiptSentAtMs.push(at);
-        receiptLatenciesMs.push(now - at);
-      }
-    },
-  });
-  await nc.flush();
+  if (a.receipts) {
+    nc.subscribe(`${a.prefix}.receipts.>`, {
+      callback: (_err, msg) => {
+        const now = epochMs();
+        const thread = msg.subject.slice(`${a.prefix}.receipts.`.length);
+        for (const id of msg.string().split(',')) {
+          const key = `${thread}/${id}`;
+          const at = stamps.get(key);
+          if (at === undefined) continue;
+          stamps.delete(key);
+          receiptSentAtMs.push(at);
+          receiptLatenciesMs.push(now - at);
+        }
+      },
+    });
+    await nc.flush();
+  }
   io.ready();
   await io.go;
   const start = performance.now();
-  const total = Math.floor((a.rate * a.durationMs) / 1000);
+  const measuredFromMs = performance.timeOrigin + start + a.warmupMs;
+  const total = Math.floor((a.rate * (a.warmupMs + a.durationMs)) / 1000);
+  let sentBeforeWindow = -1;
   let next = 0;
   while (next < total) {
-    const due = Math.min(total, Math.floor(((performance.now() - start) * a.rate) / 1000));
+    const now = performance.now();
+    if (sentBeforeWindow < 0 && now - start >= a.warmupMs) sentBeforeWindow = sent;
+    const due = Math.min(total, Math.floor(((now - start) * a.rate) / 1000));
     if (due > next) {
+      // One stamp per tick in the content, as the broker's producer sends its requests.
       const stamp = epochMs();
       for (; next < due; next++) {
         const t = threads[next % threads.length] as BenchThread;
         const e = nextTokenEvent(t, stamp);
-        stamps.set(`${e.thread_id}/${e.event_id}`, stamp);
         const record: LogRecord = { ...e, category: 'message', user_id: '', created_at: createdAt };
         const h = headers();
         h.set('Nats-Msg-Id', msgId(e.thread_id, e.event_id));
         h.set('Nats-Expected-Stream', partitionStream(a.streamName, partitionOf(e.thread_id, a.partitions)));
+        if (a.receipts) stamps.set(`${e.thread_id}/${e.event_id}`, epochMs());
         const p = js
           .publish(subjects.log(e.thread_id, e.run_id), JSON.stringify(record), { headers: h })
           .then(
@@ -166,12 +184,12 @@ async function produce(a: ProducerArgs, io: LoadgenIo): Promise<ProducerResult> 
     }
     if (next < total) await new Promise((r) => setTimeout(r, a.tickMs));
   }
-  const sentPerS = (sent / (performance.now() - start)) * 1000;
+  const sentPerS = ((sent - Math.max(0, sentBeforeWindow)) / (performance.now() - start - a.warmupMs)) * 1000;
   await Promise.race([Promise.all(pending), new Promise((r) => setTimeout(r, 10_000))]);
   for (let waited = 0; stamps.size > 0 && waited < 10_000; waited += 100)
     await new Promise((r) => setTimeout(r, 100));
   await nc.close();
-  return { sent, acked, failed, sentPerS, receiptSentAtMs, receiptLatenciesMs };
+  return { sent, acked, failed, measuredFromMs, sentPerS, receiptSentAtMs, receiptLatenciesMs };
 }
 
 interface Queued {
@@ -228,11 +246,11 @@ async function relay(a: RelayArgs, io: LoadgenIo): Promise<RelayResult> {
   const seqs = new Map<string, number>();
   let stored = 0;
   let transactions = 0;
-  let draining = false;
+  let draining: Promise<void> | undefined;
   let closed = false;
+  let error: string | undefined;
   const drain = async (): Promise<void> => {
-    draining = true;
-    while (queue.length > 0 && !closed) {
+    while (queue.length > 0 && !closed && error === undefined) {
       const batch = queue.splice(0, queue.length);
       const cols = {
         thread: [] as string[],
@@ -298,9 +316,21 @@ async function relay(a: RelayArgs, io: LoadgenIo): Promise<RelayResult> {
         stamps.committedMs.push(committedAt - q.sentAt);
       }
       for (const [thread, list] of lines) nc.publish(`${a.prefix}.floor.${thread}`, list.join('\x1e'));
-      for (const [thread, ids] of receipts) nc.publish(`${a.prefix}.receipts.${thread}`, ids.join(','));
+      if (a.receipts) {
+        for (const [thread, ids] of receipts) nc.publish(`${a.prefix}.receipts.${thread}`, ids.join(','));
+      }
     }
-    draining = false;
+  };
+  const startDrain = (): void => {
+    draining ??= drain()
+      .catch((err: unknown) => {
+        error ??= (err as Error).message;
+      })
+      .finally(() => {
+        draining = undefined;
+        // Read while the last statement's promise settled: not left for the next message.
+        if (queue.length > 0 && !closed) setImmediate(startDrain);
+      });
   };
 
   const js = jetstream(nc);
@@ -321,7 +351,8 @@ async function relay(a: RelayArgs, io: LoadgenIo): Promise<RelayResult> {
           queue.push({ thread: record.thread_id, offset: m.seq, record, sentAt });
           stamps.readSentAtMs.push(sentAt);
           stamps.readMs.push(epochMs() - sentAt);
-          if (!draining) setImmediate(() => void (draining ? undefined : drain()));
+          // As the persister: the next turn's drain takes everything queued by then.
+          if (!draining) setImmediate(startDrain);
         }
       })(),
     );
@@ -331,10 +362,11 @@ async function relay(a: RelayArgs, io: LoadgenIo): Promise<RelayResult> {
   closed = true;
   for (const c of consumers) await c.close().catch(() => undefined);
   await Promise.allSettled(readers);
+  await draining;
   wss.close();
   await client.end().catch(() => undefined);
   await nc.close();
-  return { stored, transactions, ...stamps };
+  return { stored, transactions, error, ...stamps };
 }
 
 async function subscribe(a: SubscribersArgs, io: LoadgenIo): Promise<SubscribersResult> {

@@ -6,7 +6,10 @@
  * work. Scenario 3's send → WebSocket latency at the same rate reads against it.
  */
 import { randomBytes } from 'node:crypto';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
 import pg from 'pg';
+import { partitionStream } from '../../src/log/streams.js';
 import { createLogger } from '../../src/logger.js';
 import { migrate } from '../../src/persist/migrate.js';
 import type { Servers } from '../../test/helpers/stack.js';
@@ -31,10 +34,13 @@ export interface PathFloorOptions {
   readonly wsConnections: number;
   readonly tickMs: number;
   readonly drainTimeoutMs: number;
+  /** The relay sends commit receipts and the producer times them (scenario 8's floor); costs core NATS messages. */
+  readonly receipts: boolean;
 }
 
 export interface PathFloorResult {
   readonly rate: number;
+  readonly receipts: boolean;
   readonly sent: number;
   readonly sentPerS: number;
   readonly received: number;
@@ -44,7 +50,7 @@ export interface PathFloorResult {
   readonly readLatency: LatencySummary;
   /** Send → the relay's commit, ms. */
   readonly committedLatency: LatencySummary;
-  /** Send → the relay's commit receipt at the producer (what a PERSISTED ack waits for), ms. */
+  /** Publish → the relay's commit receipt at the producer (what a PERSISTED ack waits for), ms; with `receipts`. */
   readonly receiptLatency: LatencySummary;
   readonly transactions: number;
   readonly eventsPerTransaction: number;
@@ -73,6 +79,7 @@ export async function runPathFloor(servers: Servers, o: PathFloorOptions): Promi
       ...common,
       role: 'relay',
       databaseUrl,
+      receipts: o.receipts,
     } satisfies PathFloorArgs);
     const total = Math.floor((o.rate * (o.warmupMs + o.durationMs)) / 1000);
     await using subscribers = await forkLoadgen<SubscribersResult>('path-floor', {
@@ -88,39 +95,62 @@ export async function runPathFloor(servers: Servers, o: PathFloorOptions): Promi
       role: 'producer',
       rate: o.rate,
       tickMs: o.tickMs,
-      durationMs: o.warmupMs + o.durationMs,
+      warmupMs: o.warmupMs,
+      durationMs: o.durationMs,
+      receipts: o.receipts,
     } satisfies PathFloorArgs);
-    const measuredFromMs = performance.timeOrigin + performance.now() + o.warmupMs;
-    producer.go();
-    await new Promise((r) => setTimeout(r, o.warmupMs));
+    // CPU from the start, per event received, as scenario 3 counts it (bench/lib/drive.ts).
     const cpuBefore = cpuSnapshot([relay.pid]);
     const t0 = performance.now();
+    producer.go();
     const sent = await producer.result();
     const seen = await subscribers.result();
     const ms = performance.now() - t0;
     const cpuAfter = cpuSnapshot([relay.pid]);
     relay.go(); // stop
     const stored = await relay.result();
-    const measured = (sentAt: readonly number[], ms: readonly number[]) =>
-      summarize(ms.filter((_, i) => (sentAt[i] as number) >= measuredFromMs));
-    const latencies = seen.latenciesMs.filter((_, i) => (seen.sentAtMs[i] as number) >= measuredFromMs);
+    if (stored.error !== undefined) throw new Error(`B-path's relay could not store: ${stored.error}`);
+    if (sent.failed > 0 || seen.received < sent.sent) {
+      throw new Error(
+        `B-path lost events: ${sent.failed} publishes failed, ${seen.received} of ${sent.sent} delivered`,
+      );
+    }
+    // The window is the producer's: what it sent after its warm-up (its clock, as every stamp).
+    const measured = (sentAt: readonly number[], samples: readonly number[]) =>
+      summarize(samples.filter((_, i) => (sentAt[i] as number) >= sent.measuredFromMs));
     return {
       rate: o.rate,
+      receipts: o.receipts,
       sent: sent.sent,
       sentPerS: sent.sentPerS,
       received: seen.received,
-      e2eLatency: summarize(latencies),
+      e2eLatency: measured(seen.sentAtMs, seen.latenciesMs),
       readLatency: measured(stored.readSentAtMs, stored.readMs),
       committedLatency: measured(stored.committedSentAtMs, stored.committedMs),
       receiptLatency: measured(sent.receiptSentAtMs, sent.receiptLatenciesMs),
       transactions: stored.transactions,
       eventsPerTransaction: stored.stored / Math.max(1, stored.transactions),
       cores: coresUsed(cpuBefore, cpuAfter, ms),
-      cpuUsPerEvent: cpuPerEvent(cpuBefore, cpuAfter, latencies.length),
+      cpuUsPerEvent: cpuPerEvent(cpuBefore, cpuAfter, seen.received),
     };
   } finally {
     await pool.end();
     const name = decodeURIComponent(new URL(databaseUrl).pathname.slice(1));
     await servers.db.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`).catch(() => undefined);
+    await deleteStreams(servers.nats.url, common.streamName, o.partitions).catch(() => undefined);
+  }
+}
+
+async function deleteStreams(natsUrl: string, streamName: string, partitions: number): Promise<void> {
+  const nc = await connect({ servers: natsUrl });
+  try {
+    const jsm = await jetstreamManager(nc);
+    await Promise.all(
+      Array.from({ length: partitions }, (_, p) =>
+        jsm.streams.delete(partitionStream(streamName, p)).catch(() => false),
+      ),
+    );
+  } finally {
+    await nc.close();
   }
 }
