@@ -195,7 +195,8 @@ function logLevel(line: string): number {
 }
 
 /** Every stream of a log: its partitions' (and one from before partitions, if any). */
-async function deleteLog(natsUrl: string, streamName: string, partitions: number): Promise<void> {
+/** Deletes a log's streams (the partition streams and the older single stream), whichever exist. */
+export async function deleteLog(natsUrl: string, streamName: string, partitions: number): Promise<void> {
   const nc = await connect({ servers: natsUrl });
   try {
     const jsm = await jetstreamManager(nc);

@@ -6,13 +6,11 @@
  * work. Scenario 3's send → WebSocket latency at the same rate reads against it.
  */
 import { randomBytes } from 'node:crypto';
-import { jetstreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
 import pg from 'pg';
-import { partitionStream } from '../../src/log/streams.js';
 import { createLogger } from '../../src/logger.js';
 import { migrate } from '../../src/persist/migrate.js';
 import type { Servers } from '../../test/helpers/stack.js';
+import { deleteLog } from '../lib/bench-broker.js';
 import { type CpuMs, coresUsed, cpuPerEvent, cpuSnapshot } from '../lib/cpu.js';
 import { forkLoadgen } from '../lib/loadgen.js';
 import { makeThreads } from '../lib/payload.js';
@@ -137,20 +135,6 @@ export async function runPathFloor(servers: Servers, o: PathFloorOptions): Promi
     await pool.end();
     const name = decodeURIComponent(new URL(databaseUrl).pathname.slice(1));
     await servers.db.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`).catch(() => undefined);
-    await deleteStreams(servers.nats.url, common.streamName, o.partitions).catch(() => undefined);
-  }
-}
-
-async function deleteStreams(natsUrl: string, streamName: string, partitions: number): Promise<void> {
-  const nc = await connect({ servers: natsUrl });
-  try {
-    const jsm = await jetstreamManager(nc);
-    await Promise.all(
-      Array.from({ length: partitions }, (_, p) =>
-        jsm.streams.delete(partitionStream(streamName, p)).catch(() => false),
-      ),
-    );
-  } finally {
-    await nc.close();
+    await deleteLog(servers.nats.url, common.streamName, o.partitions).catch(() => undefined);
   }
 }
