@@ -12,6 +12,8 @@
  *  - grpc      B-grpc, a bare grpc-js client stream of PublishRequests, 100 events each;
  *  - floor     B-path, scenario 3's (and 8's) load at 5,000 events/s through the broker's processes and
  *              servers built from the bare clients (nats.js, pg, ws): the latency floor of the parts;
+ *              and B-grpc-acks, the same load against a bare grpc-js Ingest server answering acks
+ *              at once: the CPU floor of ingest's gRPC;
  *  - e2e       1: full speed, ACCEPTED acks, delivered to a WebSocket subscription per thread:
  *              e2e events/s vs B-pg, and the persister's lag;
  *  - ingest    2: the same run's ACCEPTED acks, events/s vs B-js;
@@ -62,6 +64,7 @@ import { type ConnectionsResult, runConnections } from './scenarios/connections.
 import { type FanoutResult, runFanout } from './scenarios/fanout.js';
 import { curvePoint, type FixedRateResult, runFixedRate, saturated } from './scenarios/fixed-rate.js';
 import { type FullSpeedResult, runFullSpeed } from './scenarios/full-speed.js';
+import { type GrpcAcksResult, runGrpcAcks } from './scenarios/grpc-acks.js';
 import { type GrpcBaselineResult, runGrpcBaseline } from './scenarios/grpc-baseline.js';
 import { type IngestStageResult, runIngestStage } from './scenarios/ingest-stage.js';
 import { type JsBaselineResult, runJsBaseline } from './scenarios/js-baseline.js';
@@ -202,6 +205,8 @@ interface RunResult {
   floor?: PathFloorResult;
   /** The same with commit receipts sent and timed: scenario 8's floor. */
   floorReceipts?: PathFloorResult;
+  /** B-grpc-acks: scenario 3's load against a bare gRPC server answering acks (ingest's CPU floor). */
+  floorGrpc?: GrpcAcksResult;
   /** CPU per event by stage, one broker process per stage: at 1 and at 100 events per request. */
   stages?: StagesResult;
   errors: string[];
@@ -431,6 +436,16 @@ async function main(): Promise<void> {
       } catch (err) {
         run.errors.push(`${name}: ${(err as Error).message}`);
         log(`${tag} ${name} FAILED: ${(err as Error).stack ?? err}`);
+      }
+    }
+    if (only.has('floor') && (await ready(run, 'B-grpc-acks', ESTIMATE_MS.fixedRate, startedAt))) {
+      try {
+        const res = await runGrpcAcks({ ...PLAN.fixedRate, rate: TARGET_RATE });
+        run.floorGrpc = res;
+        log(`${tag} B-grpc-acks     ${grpcAcksText(res)}`);
+      } catch (err) {
+        run.errors.push(`B-grpc-acks: ${(err as Error).message}`);
+        log(`${tag} B-grpc-acks FAILED: ${(err as Error).stack ?? err}`);
       }
     }
 
@@ -710,6 +725,14 @@ function wsBaselineText(res: WsBaselineResult): string {
   return (
     `${fmt(res.deliveredPerS, 0)} messages/s delivered (${res.delivered}/${res.events * res.clients} ` +
     `in ${(res.ms / 1000).toFixed(1)} s, out of order ${res.outOfOrder})`
+  );
+}
+
+function grpcAcksText(res: GrpcAcksResult): string {
+  return (
+    `sent ${fmt(res.sentPerS, 0)}/s, ${res.meanEventsPerRequest} events/request, send → ack p50 ` +
+    `${fmt(res.ackLatency.p50, 2)} p99 ${fmt(res.ackLatency.p99, 1)} ms (acked ${res.acked}/${res.sent})\n  ` +
+    `${coresText(res.cores)}\n  ${perEventText(res.cpuUsPerEvent)}`
   );
 }
 
@@ -1011,10 +1034,10 @@ function tableRows(runs: readonly RunResult[]): Row[] {
     }
   }
   if (only.has('floor')) {
-    const floorRowsOf = (
+    const floorRowsOf = <F>(
       name: string,
-      of: (r: RunResult) => PathFloorResult | undefined,
-      metrics: [string, (f: PathFloorResult) => number][],
+      of: (r: RunResult) => F | undefined,
+      metrics: [string, (f: F) => number][],
     ) => {
       for (const [metric, f] of metrics) {
         rows.push({
@@ -1040,6 +1063,11 @@ function tableRows(runs: readonly RunResult[]): Row[] {
       ['commit receipt p50 ms', (f) => f.receiptLatency.p50],
       ['commit receipt p99 ms', (f) => f.receiptLatency.p99],
       ['commit receipt p99.9 ms', (f) => f.receiptLatency.p999],
+    ]);
+    floorRowsOf(`B-grpc-acks bare gRPC server, ${fmt(TARGET_RATE, 0)} events/s`, (r) => r.floorGrpc, [
+      ['server CPU µs/event', (f) => f.cpuUsPerEvent?.broker ?? Number.NaN],
+      ['send → ack p50 ms', (f) => f.ackLatency.p50],
+      ['send → ack p99 ms', (f) => f.ackLatency.p99],
     ]);
   }
   if (only.has('persisted')) {

@@ -160,7 +160,7 @@ test('the per-stage CPU table holds the median of the runs per stage and request
   assert.equal(reportInputFrom(RESULTS).stages, undefined, 'a run without `stages` has no table');
 });
 
-test('the floor table sets the broker beside B-path at its rate, medians of the runs that measured it', () => {
+test('the floor table sets the broker beside the bare parts of the same run, medians of the runs that measured them', () => {
   const l = (p50: number, p99: number) => ({ p50, p99, p999: p99 + 1 });
   const run = (broker: number, floor: number) => ({
     latency: [
@@ -168,8 +168,13 @@ test('the floor table sets the broker beside B-path at its rate, medians of the 
       { rate: 5000, e2eLatency: l(broker, broker * 4) },
     ],
     persisted: { ackLatency: l(broker * 2, broker * 5) },
-    floor: { rate: 5000, e2eLatency: l(floor, floor * 3) },
+    stages: {
+      one: { processCpuUsPerEvent: { ingest: broker * 3, persister: broker * 2, fanout: broker } },
+      hundred: { processCpuUsPerEvent: { ingest: 1, persister: 1, fanout: 1 } },
+    },
+    floor: { rate: 5000, e2eLatency: l(floor, floor * 3), cpuUsPerEvent: { broker: floor * 7, nats: 99 } },
     floorReceipts: { rate: 5000, receiptLatency: l(floor - 1, floor * 2) },
+    floorGrpc: { rate: 5000, cpuUsPerEvent: { broker: floor * 2, nats: 0 } },
   });
   const input = reportInputFrom({
     ...RESULTS,
@@ -177,23 +182,34 @@ test('the floor table sets the broker beside B-path at its rate, medians of the 
       run(20, 5),
       run(10, 6),
       run(30, 4),
-      // Measured no B-path: left out of both columns, though it has scenarios 3 and 8.
-      { latency: [{ rate: 5000, e2eLatency: l(99, 99) }], persisted: { ackLatency: l(1, 1) } },
+      // Measured no floor: left out of both columns, though it has scenarios 3 and 8 and `stages`.
+      {
+        latency: [{ rate: 5000, e2eLatency: l(99, 99) }],
+        persisted: { ackLatency: l(1, 1) },
+        stages: { one: { processCpuUsPerEvent: { ingest: 999, persister: 999, fanout: 999 } } },
+      },
     ],
   });
   assert.deepEqual(
     input.floor?.map((f) => [f.metric, f.broker, f.floor]),
     [
-      ['scenario 3, send → WebSocket p50', 20, 5],
-      ['scenario 3, send → WebSocket p99', 80, 15],
-      ['scenario 3, send → WebSocket p99.9', 81, 16],
-      ['scenario 8, PERSISTED ack (B-path: commit receipt) p50', 40, 4],
-      ['scenario 8, PERSISTED ack (B-path: commit receipt) p99', 100, 10],
+      ['scenario 3, send → WebSocket p50 ms', 20, 5],
+      ['scenario 3, send → WebSocket p99 ms', 80, 15],
+      ['scenario 3, send → WebSocket p99.9 ms', 81, 16],
+      ['scenario 8, PERSISTED ack p50 ms (B-path: commit receipt)', 40, 4],
+      ['scenario 8, PERSISTED ack p99 ms (B-path: commit receipt)', 100, 10],
+      ['ingest CPU µs/event, 1 event/request (B-grpc-acks: bare gRPC server)', 60, 10],
+      ['persister + fan-out CPU µs/event, 1 event/request (B-path: relay)', 60, 35],
+      ['broker CPU µs/event, 1 event/request (B-grpc-acks + B-path relay)', 120, 45],
     ],
   );
   const md = renderSummary(input, '/somewhere/bench/results/x.json');
-  assert.ok(md.includes('| scenario 3, send → WebSocket p50 | 20.0 | 5.00 | 4.00× |'), md);
-  assert.equal(reportInputFrom(RESULTS).floor, undefined, 'a run without B-path has no table');
+  assert.ok(md.includes('| scenario 3, send → WebSocket p50 ms | 20.0 | 5.00 | 4.00× |'), md);
+  assert.ok(
+    md.includes('| broker CPU µs/event, 1 event/request (B-grpc-acks + B-path relay) | 120 | 45.0 | 2.67× |'),
+    md,
+  );
+  assert.equal(reportInputFrom(RESULTS).floor, undefined, 'a run without a floor has no table');
 });
 
 const DOC = '# Benchmarks\n\nIntro line one,\nline two.\n\nIn short:\n\n- a finding\n\n## Running\n\nprose\n';

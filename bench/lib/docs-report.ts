@@ -43,11 +43,11 @@ export interface BenchReportInput {
   readonly curve?: readonly CurvePoint[];
   /** CPU µs per delivered event by stage, one broker process per stage (medians of the runs). */
   readonly stages?: readonly StageRow[];
-  /** Scenarios 3 and 8 beside B-path, the bare parts under the same load (medians of the runs). */
+  /** Scenarios 3 and 8, and CPU per event, beside the bare parts under the same load (medians of the runs). */
   readonly floor?: readonly FloorRow[];
 }
 
-/** One latency figure of the broker beside the same figure of B-path, ms. */
+/** One figure of the broker beside the same figure of the bare parts (ms, or CPU µs per event). */
 export interface FloorRow {
   readonly metric: string;
   readonly broker: number;
@@ -97,36 +97,67 @@ function stageRows(runs: readonly Json[]): StageRow[] {
 }
 
 /**
- * The figures compared with B-path: the broker's, from a run, beside the floor's, from the
- * same run (`floor`: scenario 3's load; `floorReceipts`: with commit receipts, scenario 8's).
+ * The figures compared with their floor, the bare parts under the same load in the same run:
+ * the broker's latency beside B-path's (`floor`: scenario 3's load; `floorReceipts`: with
+ * commit receipts, scenario 8's), and the broker's CPU per event at one event per request
+ * (`stages`) beside what the bare gRPC server (`floorGrpc`, B-grpc-acks) and B-path's relay
+ * spend on the same load.
  */
 const FLOOR_FIGURES: readonly (readonly [string, (r: Json) => unknown, (r: Json) => unknown])[] = [
   [
-    'scenario 3, send → WebSocket p50',
+    'scenario 3, send → WebSocket p50 ms',
     (r) => targetLatency(r)?.p50,
     (r) => floorLatency(r, 'floor', 'e2eLatency')?.p50,
   ],
   [
-    'scenario 3, send → WebSocket p99',
+    'scenario 3, send → WebSocket p99 ms',
     (r) => targetLatency(r)?.p99,
     (r) => floorLatency(r, 'floor', 'e2eLatency')?.p99,
   ],
   [
-    'scenario 3, send → WebSocket p99.9',
+    'scenario 3, send → WebSocket p99.9 ms',
     (r) => targetLatency(r)?.p999,
     (r) => floorLatency(r, 'floor', 'e2eLatency')?.p999,
   ],
   [
-    'scenario 8, PERSISTED ack (B-path: commit receipt) p50',
+    'scenario 8, PERSISTED ack p50 ms (B-path: commit receipt)',
     (r) => (isObject(r.persisted) ? latencyOf(r.persisted, 'ackLatency')?.p50 : undefined),
     (r) => floorLatency(r, 'floorReceipts', 'receiptLatency')?.p50,
   ],
   [
-    'scenario 8, PERSISTED ack (B-path: commit receipt) p99',
+    'scenario 8, PERSISTED ack p99 ms (B-path: commit receipt)',
     (r) => (isObject(r.persisted) ? latencyOf(r.persisted, 'ackLatency')?.p99 : undefined),
     (r) => floorLatency(r, 'floorReceipts', 'receiptLatency')?.p99,
   ],
+  [
+    'ingest CPU µs/event, 1 event/request (B-grpc-acks: bare gRPC server)',
+    (r) => stageCpu(r, ['ingest']),
+    (r) => floorCpu(r, 'floorGrpc'),
+  ],
+  [
+    'persister + fan-out CPU µs/event, 1 event/request (B-path: relay)',
+    (r) => stageCpu(r, ['persister', 'fanout']),
+    (r) => floorCpu(r, 'floor'),
+  ],
+  [
+    'broker CPU µs/event, 1 event/request (B-grpc-acks + B-path relay)',
+    (r) => stageCpu(r, ['ingest', 'persister', 'fanout']),
+    (r) => num(floorCpu(r, 'floorGrpc')) + num(floorCpu(r, 'floor')),
+  ],
 ];
+
+/** CPU µs per event of the named stages together, `stages` at one event per request. */
+function stageCpu(run: Json, names: readonly string[]): number | undefined {
+  const one = isObject(run.stages) && isObject(run.stages.one) ? run.stages.one : undefined;
+  const per = one && isObject(one.processCpuUsPerEvent) ? one.processCpuUsPerEvent : undefined;
+  return per && names.reduce((sum, n) => sum + num(per[n]), 0);
+}
+
+/** The bare server's (or relay's) CPU µs per event in a floor measurement: its `broker` role. */
+function floorCpu(run: Json, which: string): unknown {
+  const f = run[which];
+  return isObject(f) && isObject(f.cpuUsPerEvent) ? f.cpuUsPerEvent.broker : undefined;
+}
 
 function floorLatency(run: Json, which: string, field: string): Json | undefined {
   const f = run[which];
@@ -147,7 +178,9 @@ function targetLatency(run: Json): Json | undefined {
 }
 
 function floorRows(runs: readonly Json[]): FloorRow[] {
-  const measured = runs.filter((r) => isObject(r.floor) || isObject(r.floorReceipts));
+  const measured = runs.filter(
+    (r) => isObject(r.floor) || isObject(r.floorReceipts) || isObject(r.floorGrpc),
+  );
   if (measured.length === 0) return [];
   return FLOOR_FIGURES.map(([metric, broker, floor]) => ({
     metric,
@@ -363,10 +396,12 @@ export function renderSummary(input: BenchReportInput, resultsFile: string): str
   if (input.floor && input.floor.length > 0) {
     lines.push(
       '',
-      "Latency against its floor: B-path sends scenario 3's load through the same processes and servers with",
-      'the bare clients alone (`bench/loadgen/path-floor.ts`), in the same run:',
+      "Against the floor of the parts, in the same run: B-path sends scenario 3's load through the same",
+      'processes and servers with the bare clients alone (`bench/loadgen/path-floor.ts`); B-grpc-acks',
+      "sends it to a bare grpc-js server that answers each request's acks at once",
+      "(`bench/loadgen/grpc-acks-server.ts`). The broker's CPU is `stages` at one event per request:",
       '',
-      '| ms | broker | B-path (bare parts) | broker ÷ B-path |',
+      '| figure | broker | floor (bare parts) | broker ÷ floor |',
       '| --- | ---: | ---: | ---: |',
     );
     for (const f of input.floor) {

@@ -6,13 +6,25 @@
  * samples CPU per process role and the stored event count for the timeline.
  */
 import { readFileSync } from 'node:fs';
-import type { ProducerArgs, ProducerInfo, ProducerResult } from '../loadgen/producer.js';
+import type { OpenLoad, ProducerArgs, ProducerInfo, ProducerResult } from '../loadgen/producer.js';
 import type { SubscribersArgs, SubscribersResult } from '../loadgen/subscribers.js';
 import type { BenchBroker } from './bench-broker.js';
 import { type CpuMs, coresUsed, cpuPerEvent, cpuSnapshot } from './cpu.js';
 import { forkLoadgen } from './loadgen.js';
 import { type ProgressPoint, StoredProgress } from './progress.js';
 import { processNs } from './schedstat.js';
+
+/** The producer's open load (a fixed offered rate) with a scenario's rate, warm-up, window and ticks. */
+export function openLoad(o: Omit<OpenLoad, 'kind'>): OpenLoad {
+  return {
+    kind: 'open',
+    rate: o.rate,
+    warmupMs: o.warmupMs,
+    durationMs: o.durationMs,
+    tickMs: o.tickMs,
+    drainTimeoutMs: o.drainTimeoutMs,
+  };
+}
 
 export interface Driven {
   readonly producer: ProducerResult;

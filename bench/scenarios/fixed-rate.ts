@@ -13,7 +13,7 @@
 import type { AckLevel } from '../../src/client/ingest-client.js';
 import type { BenchBroker } from '../lib/bench-broker.js';
 import type { CpuMs } from '../lib/cpu.js';
-import { type Driven, drive } from '../lib/drive.js';
+import { type Driven, drive, openLoad } from '../lib/drive.js';
 import type { Measured } from '../lib/measured.js';
 import { makeThreads } from '../lib/payload.js';
 import type { StageBreakdown } from '../lib/stages.js';
@@ -91,14 +91,7 @@ export async function runFixedRate(broker: BenchBroker, o: FixedRateOptions): Pr
       ack: o.ack,
       mixed: o.mixed,
       batchSize: o.batchSize,
-      load: {
-        kind: 'open',
-        rate: o.rate,
-        warmupMs: o.warmupMs,
-        durationMs: o.durationMs,
-        tickMs: o.tickMs,
-        drainTimeoutMs: o.drainTimeoutMs,
-      },
+      load: openLoad(o),
     },
     {
       connections: o.wsConnections,
