@@ -68,7 +68,12 @@ import { type GrpcAcksResult, runGrpcAcks } from './scenarios/grpc-acks.js';
 import { type GrpcBaselineResult, runGrpcBaseline } from './scenarios/grpc-baseline.js';
 import { type IngestStageResult, runIngestStage } from './scenarios/ingest-stage.js';
 import { type JsBaselineResult, runJsBaseline } from './scenarios/js-baseline.js';
-import { type PathFloorResult, runPathFloor } from './scenarios/path-floor.js';
+import {
+  type PathFloorFullSpeedResult,
+  type PathFloorResult,
+  runPathFloor,
+  runPathFloorFullSpeed,
+} from './scenarios/path-floor.js';
 import { type PgBaselineResult, runPgBaseline } from './scenarios/pg-baseline.js';
 import { runWsBaseline, type WsBaselineResult } from './scenarios/ws-baseline.js';
 
@@ -207,6 +212,8 @@ interface RunResult {
   floorReceipts?: PathFloorResult;
   /** B-grpc-acks: scenario 3's load against a bare gRPC server answering acks (ingest's CPU floor). */
   floorGrpc?: GrpcAcksResult;
+  /** B-path at full speed, 100 events a message: scenario 1's throughput floor. */
+  floorFullSpeed?: PathFloorFullSpeedResult;
   /** CPU per event by stage, one broker process per stage: at 1 and at 100 events per request. */
   stages?: StagesResult;
   errors: string[];
@@ -446,6 +453,29 @@ async function main(): Promise<void> {
       } catch (err) {
         run.errors.push(`B-grpc-acks: ${(err as Error).message}`);
         log(`${tag} B-grpc-acks FAILED: ${(err as Error).stack ?? err}`);
+      }
+    }
+    if (only.has('floor') && (await ready(run, 'B-path full speed', ESTIMATE_MS.fullSpeed, startedAt))) {
+      try {
+        const f = PLAN.fullSpeed;
+        const res = await runPathFloorFullSpeed(servers, {
+          events: f.events,
+          threads: f.threads,
+          partitions: DEFAULT_PARTITIONS,
+          batchSize: f.batchSize,
+          window: f.streams * f.window,
+          wsConnections: f.wsConnections,
+          timeoutMs: f.timeoutMs,
+        });
+        run.floorFullSpeed = res;
+        log(
+          `${tag} B-path full    ${fmt(res.e2eEventsPerS, 0)} e2e events/s (${res.received}/${res.events} in ` +
+            `${(res.e2eMs / 1000).toFixed(1)} s, ${fmt(res.eventsPerTransaction, 1)} events/transaction)\n  ` +
+            `${coresText(res.cores)} (the relay counts as broker)\n  ${perEventText(res.cpuUsPerEvent)}`,
+        );
+      } catch (err) {
+        run.errors.push(`B-path full speed: ${(err as Error).message}`);
+        log(`${tag} B-path full speed FAILED: ${(err as Error).stack ?? err}`);
       }
     }
 
@@ -1047,7 +1077,7 @@ function tableRows(runs: readonly RunResult[]): Row[] {
             const res = of(r);
             return res ? f(res) : undefined;
           }),
-          digits: metric.includes('CPU') ? 0 : 1,
+          digits: metric.includes('CPU') || metric.includes('events/s') ? 0 : 1,
         });
       }
     };
@@ -1068,6 +1098,11 @@ function tableRows(runs: readonly RunResult[]): Row[] {
       ['server CPU µs/event', (f) => f.cpuUsPerEvent?.broker ?? Number.NaN],
       ['send → ack p50 ms', (f) => f.ackLatency.p50],
       ['send → ack p99 ms', (f) => f.ackLatency.p99],
+    ]);
+    floorRowsOf('B-path full speed, 100 events/message', (r) => r.floorFullSpeed, [
+      ['e2e events/s', (f) => f.e2eEventsPerS],
+      ['relay + nats + pg CPU µs/event', (f) => stackCpu(f.cpuUsPerEvent) ?? Number.NaN],
+      ['relay CPU µs/event', (f) => f.cpuUsPerEvent?.broker ?? Number.NaN],
     ]);
   }
   if (only.has('persisted')) {

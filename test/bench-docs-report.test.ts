@@ -170,8 +170,12 @@ test('the floor table sets the broker beside the bare parts of the same run, med
     persisted: { ackLatency: l(broker * 2, broker * 5) },
     stages: {
       one: { processCpuUsPerEvent: { ingest: broker * 3, persister: broker * 2, fanout: broker } },
-      hundred: { processCpuUsPerEvent: { ingest: 1, persister: 1, fanout: 1 } },
+      hundred: { processCpuUsPerEvent: { ingest: broker, persister: broker, fanout: broker } },
     },
+    pg: { eventsPerS: 100_000 },
+    grpc: { cpuUsPerEvent: { broker: 2 } },
+    fullSpeed: { e2eEventsPerS: broker * 1000 },
+    floorFullSpeed: { e2eEventsPerS: floor * 10_000, cpuUsPerEvent: { broker: floor } },
     floor: { rate: 5000, e2eLatency: l(floor, floor * 3), cpuUsPerEvent: { broker: floor * 7, nats: 99 } },
     floorReceipts: { rate: 5000, receiptLatency: l(floor - 1, floor * 2) },
     floorGrpc: { rate: 5000, cpuUsPerEvent: { broker: floor * 2, nats: 0 } },
@@ -201,6 +205,10 @@ test('the floor table sets the broker beside the bare parts of the same run, med
       ['ingest CPU µs/event, 1 event/request (B-grpc-acks: bare gRPC server)', 60, 10],
       ['persister + fan-out CPU µs/event, 1 event/request (B-path: relay)', 60, 35],
       ['broker CPU µs/event, 1 event/request (B-grpc-acks + B-path relay)', 120, 45],
+      ['scenario 1, e2e events/s (B-path at full speed)', 20_000, 50_000],
+      ['scenario 1, e2e ÷ B-pg of the run (target ≥ 0.5)', 0.2, 0.5],
+      ['persister + fan-out CPU µs/event, 100 events/request (B-path relay at full speed)', 40, 5],
+      ['broker CPU µs/event, 100 events/request (B-grpc + B-path relay at full speed)', 60, 7],
     ],
   );
   const md = renderSummary(input, '/somewhere/bench/results/x.json');

@@ -101,7 +101,9 @@ function stageRows(runs: readonly Json[]): StageRow[] {
  * the broker's latency beside B-path's (`floor`: scenario 3's load; `floorReceipts`: with
  * commit receipts, scenario 8's), and the broker's CPU per event at one event per request
  * (`stages`) beside what the bare gRPC server (`floorGrpc`, B-grpc-acks) and B-path's relay
- * spend on the same load.
+ * spend on the same load; and at full speed, 100 events a request, scenario 1's e2e
+ * throughput beside B-path's (`floorFullSpeed`), both also as a share of B-pg, and the broker's
+ * CPU per event beside B-grpc's server plus B-path's relay at full speed.
  */
 const FLOOR_FIGURES: readonly (readonly [string, (r: Json) => unknown, (r: Json) => unknown])[] = [
   [
@@ -144,12 +146,41 @@ const FLOOR_FIGURES: readonly (readonly [string, (r: Json) => unknown, (r: Json)
     (r) => stageCpu(r, ['ingest', 'persister', 'fanout']),
     (r) => num(floorCpu(r, 'floorGrpc')) + num(floorCpu(r, 'floor')),
   ],
+  [
+    'scenario 1, e2e events/s (B-path at full speed)',
+    (r) => e2eOf(r, 'fullSpeed'),
+    (r) => e2eOf(r, 'floorFullSpeed'),
+  ],
+  [
+    'scenario 1, e2e ÷ B-pg of the run (target ≥ 0.5)',
+    (r) => num(e2eOf(r, 'fullSpeed')) / pgOf(r),
+    (r) => num(e2eOf(r, 'floorFullSpeed')) / pgOf(r),
+  ],
+  [
+    'persister + fan-out CPU µs/event, 100 events/request (B-path relay at full speed)',
+    (r) => stageCpu(r, ['persister', 'fanout'], 'hundred'),
+    (r) => floorCpu(r, 'floorFullSpeed'),
+  ],
+  [
+    'broker CPU µs/event, 100 events/request (B-grpc + B-path relay at full speed)',
+    (r) => stageCpu(r, ['ingest', 'persister', 'fanout'], 'hundred'),
+    (r) => num(floorCpu(r, 'grpc')) + num(floorCpu(r, 'floorFullSpeed')),
+  ],
 ];
 
-/** CPU µs per event of the named stages together, `stages` at one event per request. */
-function stageCpu(run: Json, names: readonly string[]): number | undefined {
-  const one = isObject(run.stages) && isObject(run.stages.one) ? run.stages.one : undefined;
-  const per = one && isObject(one.processCpuUsPerEvent) ? one.processCpuUsPerEvent : undefined;
+function e2eOf(run: Json, which: string): unknown {
+  const f = run[which];
+  return isObject(f) ? f.e2eEventsPerS : undefined;
+}
+
+function pgOf(run: Json): number {
+  return isObject(run.pg) ? num(run.pg.eventsPerS) : Number.NaN;
+}
+
+/** CPU µs per event of the named stages together, `stages` at one event per request (or 100). */
+function stageCpu(run: Json, names: readonly string[], shape: 'one' | 'hundred' = 'one'): number | undefined {
+  const at = isObject(run.stages) && isObject(run.stages[shape]) ? run.stages[shape] : undefined;
+  const per = at && isObject(at.processCpuUsPerEvent) ? at.processCpuUsPerEvent : undefined;
   return per && names.reduce((sum, n) => sum + num(per[n]), 0);
 }
 
@@ -179,7 +210,8 @@ function targetLatency(run: Json): Json | undefined {
 
 function floorRows(runs: readonly Json[]): FloorRow[] {
   const measured = runs.filter(
-    (r) => isObject(r.floor) || isObject(r.floorReceipts) || isObject(r.floorGrpc),
+    (r) =>
+      isObject(r.floor) || isObject(r.floorReceipts) || isObject(r.floorGrpc) || isObject(r.floorFullSpeed),
   );
   if (measured.length === 0) return [];
   return FLOOR_FIGURES.map(([metric, broker, floor]) => ({
@@ -397,9 +429,9 @@ export function renderSummary(input: BenchReportInput, resultsFile: string): str
     lines.push(
       '',
       "Against the floor of the parts, in the same run: B-path sends scenario 3's load through the same",
-      'processes and servers with the bare clients alone (`bench/loadgen/path-floor.ts`); B-grpc-acks',
-      "sends it to a bare grpc-js server that answers each request's acks at once",
-      "(`bench/loadgen/grpc-acks-server.ts`). The broker's CPU is `stages` at one event per request:",
+      'processes and servers with the bare clients alone (`bench/loadgen/path-floor.ts`), and at full',
+      "speed scenario 1's; B-grpc-acks sends scenario 3's load to a bare grpc-js server that answers each",
+      "request's acks at once (`bench/loadgen/grpc-acks-server.ts`). The broker's CPU is `stages`:",
       '',
       '| figure | broker | floor (bare parts) | broker ÷ floor |',
       '| --- | ---: | ---: | ---: |',

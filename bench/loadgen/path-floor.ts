@@ -18,12 +18,25 @@
  *  - `subscribers`: WebSocket clients, each asking for its share of the threads; every event's
  *    send → receipt latency is recorded.
  *
+ * With `closed`, the producer sends scenario 1's load instead (full speed): every message built
+ * before the clock starts, `batchSize` events of one thread each (a JSON array of log records),
+ * request r carrying the next events of thread r mod T, `window` publishes in flight, as the
+ * broker's producer does at full speed; the relay then writes each NATS message's frames to its
+ * socket in one write (corked), as the broker's fan-out writes a turn's frames.
+ *
  * So each event crosses the processes and servers the broker's does (producer → nats-server →
  * relay → Postgres → relay → nats-server → relay → subscriber), with the least work at each.
  * The gRPC hop into the broker has no stand-in (the producer publishes to JetStream itself),
  * which makes the floor lower still.
  */
-import { type ConsumerMessages, DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import type { Socket } from 'node:net';
+import {
+  type ConsumerMessages,
+  DeliverPolicy,
+  type JetStreamClient,
+  jetstream,
+  jetstreamManager,
+} from '@nats-io/jetstream';
 import { connect, headers } from '@nats-io/transport-node';
 import pg from 'pg';
 import { type WebSocket, WebSocketServer, WebSocket as WsClient } from 'ws';
@@ -55,6 +68,16 @@ export interface ProducerArgs extends Common {
   readonly durationMs: number;
   /** Time each event's commit receipt (the relay sends them only when asked: RelayArgs.receipts). */
   readonly receipts: boolean;
+  /** Scenario 1's closed load instead of the fixed rate (see the file comment). */
+  readonly closed?: ClosedLoad;
+}
+
+export interface ClosedLoad {
+  readonly events: number;
+  /** Events per message. */
+  readonly batchSize: number;
+  /** Publishes in flight. */
+  readonly window: number;
 }
 
 export interface RelayArgs extends Common {
@@ -77,6 +100,8 @@ export interface SubscribersArgs {
 export type PathFloorArgs = ProducerArgs | RelayArgs | SubscribersArgs;
 
 export interface ProducerResult {
+  /** Epoch ms of the first publish. */
+  readonly firstSendAtMs: number;
   readonly sent: number;
   readonly acked: number;
   readonly failed: number;
@@ -104,6 +129,8 @@ export interface RelayResult {
 
 export interface SubscribersResult {
   readonly received: number;
+  /** Epoch ms of the last event received. */
+  readonly lastReceivedAtMs: number;
   /** Each event's send stamp (epoch ms) and its send → receipt latency (ms), in arrival order. */
   readonly sentAtMs: number[];
   readonly latenciesMs: number[];
@@ -149,8 +176,14 @@ async function produce(a: ProducerArgs, io: LoadgenIo): Promise<ProducerResult> 
     });
     await nc.flush();
   }
+  if (a.closed) {
+    const result = await produceClosed(a, a.closed, js, subjects, createdAt, io);
+    await nc.close();
+    return result;
+  }
   io.ready();
   await io.go;
+  const firstSendAtMs = epochMs();
   const start = performance.now();
   const measuredFromMs = performance.timeOrigin + start + a.warmupMs;
   const total = Math.floor((a.rate * (a.warmupMs + a.durationMs)) / 1000);
@@ -189,15 +222,99 @@ async function produce(a: ProducerArgs, io: LoadgenIo): Promise<ProducerResult> 
   for (let waited = 0; stamps.size > 0 && waited < 10_000; waited += 100)
     await new Promise((r) => setTimeout(r, 100));
   await nc.close();
-  return { sent, acked, failed, measuredFromMs, sentPerS, receiptSentAtMs, receiptLatenciesMs };
+  return {
+    firstSendAtMs,
+    sent,
+    acked,
+    failed,
+    measuredFromMs,
+    sentPerS,
+    receiptSentAtMs,
+    receiptLatenciesMs,
+  };
+}
+
+/** Scenario 1's closed load (see the file comment); times nothing but the first send. */
+async function produceClosed(
+  a: ProducerArgs,
+  c: ClosedLoad,
+  js: JetStreamClient,
+  subjects: Subjects,
+  createdAt: string,
+  io: LoadgenIo,
+): Promise<ProducerResult> {
+  const threads = a.threads.map((t) => ({ ...t }));
+  const messages: { subject: string; body: string; id: string; stream: string; events: number }[] = [];
+  for (let r = 0, left = c.events; left > 0; r++) {
+    const t = threads[r % threads.length] as BenchThread;
+    const n = Math.min(c.batchSize, left);
+    const records: LogRecord[] = Array.from({ length: n }, () => ({
+      ...nextTokenEvent(t),
+      category: 'message',
+      user_id: '',
+      created_at: createdAt,
+    }));
+    messages.push({
+      subject: subjects.log(t.threadId, t.runId),
+      body: JSON.stringify(records),
+      id: `${msgId(t.threadId, (records[0] as LogRecord).event_id)}+${n}`,
+      stream: partitionStream(a.streamName, partitionOf(t.threadId, a.partitions)),
+      events: n,
+    });
+    left -= n;
+  }
+  io.ready();
+  await io.go;
+  const firstSendAtMs = epochMs();
+  const start = performance.now();
+  let sent = 0;
+  let acked = 0;
+  let failed = 0;
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: c.window }, async () => {
+      while (next < messages.length) {
+        const m = messages[next++] as (typeof messages)[number];
+        const h = headers();
+        h.set('Nats-Msg-Id', m.id);
+        h.set('Nats-Expected-Stream', m.stream);
+        sent += m.events;
+        await js.publish(m.subject, m.body, { headers: h }).then(
+          () => {
+            acked += m.events;
+          },
+          () => {
+            failed += m.events;
+          },
+        );
+      }
+    }),
+  );
+  const sentPerS = (sent / (performance.now() - start)) * 1000;
+  return {
+    firstSendAtMs,
+    sent,
+    acked,
+    failed,
+    measuredFromMs: firstSendAtMs,
+    sentPerS,
+    receiptSentAtMs: [],
+    receiptLatenciesMs: [],
+  };
+}
+
+/** The send stamp in an event's content (`,"t":<epoch ms>}` at its end), if it has one. */
+function sentStamp(content: string): number | undefined {
+  const at = content.lastIndexOf(',"t":');
+  return at < 0 ? undefined : Number(content.slice(at + 5, -1));
 }
 
 interface Queued {
   readonly thread: string;
   readonly offset: number;
   readonly record: LogRecord;
-  /** The producer's send stamp (epoch ms), from the content. */
-  readonly sentAt: number;
+  /** The producer's send stamp (epoch ms), from the content; none in the closed load. */
+  readonly sentAt: number | undefined;
 }
 
 async function relay(a: RelayArgs, io: LoadgenIo): Promise<RelayResult> {
@@ -230,7 +347,16 @@ async function relay(a: RelayArgs, io: LoadgenIo): Promise<RelayResult> {
       callback: (_err, msg) => {
         const ws = sockets.get(t.threadId);
         if (!ws) return;
-        for (const line of msg.string().split('\x1e')) ws.send(line);
+        const lines = msg.string().split('\x1e');
+        if (lines.length === 1) {
+          ws.send(lines[0] as string);
+          return;
+        }
+        // ws has no cork of its own: its socket's, so the message's frames leave in one write.
+        const socket = (ws as unknown as { _socket: Socket })._socket;
+        socket.cork();
+        for (const line of lines) ws.send(line);
+        process.nextTick(() => socket.uncork());
       },
     });
   }
@@ -312,6 +438,7 @@ async function relay(a: RelayArgs, io: LoadgenIo): Promise<RelayResult> {
       transactions++;
       const committedAt = epochMs();
       for (const q of batch) {
+        if (q.sentAt === undefined) continue;
         stamps.committedSentAtMs.push(q.sentAt);
         stamps.committedMs.push(committedAt - q.sentAt);
       }
@@ -346,11 +473,15 @@ async function relay(a: RelayArgs, io: LoadgenIo): Promise<RelayResult> {
     readers.push(
       (async () => {
         for await (const m of messages) {
-          const record = JSON.parse(m.string()) as LogRecord;
-          const sentAt = (JSON.parse(record.content_json) as { t: number }).t;
-          queue.push({ thread: record.thread_id, offset: m.seq, record, sentAt });
-          stamps.readSentAtMs.push(sentAt);
-          stamps.readMs.push(epochMs() - sentAt);
+          const parsed = JSON.parse(m.string()) as LogRecord | LogRecord[];
+          const readAt = epochMs();
+          for (const record of Array.isArray(parsed) ? parsed : [parsed]) {
+            const sentAt = sentStamp(record.content_json);
+            queue.push({ thread: record.thread_id, offset: m.seq, record, sentAt });
+            if (sentAt === undefined) continue;
+            stamps.readSentAtMs.push(sentAt);
+            stamps.readMs.push(readAt - sentAt);
+          }
           // As the persister: the next turn's drain takes everything queued by then.
           if (!draining) setImmediate(startDrain);
         }
@@ -373,6 +504,7 @@ async function subscribe(a: SubscribersArgs, io: LoadgenIo): Promise<Subscribers
   const sentAtMs: number[] = [];
   const latenciesMs: number[] = [];
   let received = 0;
+  let lastReceivedAtMs = Number.NaN;
   let done: () => void = () => undefined;
   const finished = new Promise<void>((resolve) => {
     done = resolve;
@@ -392,6 +524,7 @@ async function subscribe(a: SubscribersArgs, io: LoadgenIo): Promise<Subscribers
         const now = epochMs();
         const t = (JSON.parse(String(data)) as { content: { t?: number } }).content.t;
         received++;
+        lastReceivedAtMs = now;
         if (t !== undefined) {
           sentAtMs.push(t);
           latenciesMs.push(now - t);
@@ -404,7 +537,7 @@ async function subscribe(a: SubscribersArgs, io: LoadgenIo): Promise<Subscribers
   io.ready();
   await Promise.race([finished, new Promise((r) => setTimeout(r, a.timeoutMs))]);
   for (const ws of sockets) ws.close();
-  return { received, sentAtMs, latenciesMs };
+  return { received, lastReceivedAtMs, sentAtMs, latenciesMs };
 }
 
 runLoadgen(main);

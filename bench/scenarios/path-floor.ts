@@ -4,6 +4,10 @@
  * the floor of the parts on this machine: what nats-server, Postgres, the WebSocket hop and
  * the event loops of three processes cost an event at this rate, with none of the broker's
  * work. Scenario 3's send → WebSocket latency at the same rate reads against it.
+ *
+ * At full speed (runPathFloorFullSpeed) the same parts carry scenario 1's load, 100 events a
+ * message: its e2e events/s is the throughput floor scenario 1 reads against, and the relay's
+ * CPU per event the floor of persister + fan-out at 100 events per request.
  */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
@@ -16,6 +20,7 @@ import { forkLoadgen } from '../lib/loadgen.js';
 import { makeThreads } from '../lib/payload.js';
 import { type LatencySummary, summarize } from '../lib/stats.js';
 import {
+  type ClosedLoad,
   FLOOR_TABLE,
   type PathFloorArgs,
   type ProducerResult,
@@ -57,7 +62,64 @@ export interface PathFloorResult {
   readonly cpuUsPerEvent: Omit<CpuMs, 'other'> | undefined;
 }
 
-export async function runPathFloor(servers: Servers, o: PathFloorOptions): Promise<PathFloorResult> {
+export interface PathFloorFullSpeedOptions {
+  readonly events: number;
+  readonly threads: number;
+  readonly partitions: number;
+  /** Events per message, and publishes in flight (the broker's producer: streams × window). */
+  readonly batchSize: number;
+  readonly window: number;
+  readonly wsConnections: number;
+  readonly timeoutMs: number;
+}
+
+export interface PathFloorFullSpeedResult {
+  readonly events: number;
+  readonly received: number;
+  /** First publish → last WebSocket receipt, ms. */
+  readonly e2eMs: number;
+  /** Events received / e2eMs, as scenario 1 counts it. */
+  readonly e2eEventsPerS: number;
+  readonly transactions: number;
+  readonly eventsPerTransaction: number;
+  /** Cores busy on average: `broker` is the relay. */
+  readonly cores: CpuMs | undefined;
+  readonly cpuUsPerEvent: Omit<CpuMs, 'other'> | undefined;
+}
+
+/** What one pass through the bare parts returned: each process's result and the relay's CPU. */
+interface Passed {
+  readonly sent: ProducerResult;
+  readonly seen: SubscribersResult;
+  readonly stored: RelayResult;
+  readonly cores: CpuMs | undefined;
+  readonly cpuUsPerEvent: Omit<CpuMs, 'other'> | undefined;
+}
+
+/**
+ * One pass of a load through the bare parts: a fresh database, table and log, the relay, the
+ * subscribers and the producer; CPU from the start to the last event received, per event
+ * received, as scenario 3 counts it (bench/lib/drive.ts). A lost or failed event fails it.
+ */
+async function pass(
+  servers: Servers,
+  o: {
+    readonly threads: number;
+    readonly partitions: number;
+    readonly wsConnections: number;
+    readonly receipts: boolean;
+    readonly timeoutMs: number;
+  },
+  load: { readonly expected: number } & (
+    | {
+        readonly rate: number;
+        readonly tickMs: number;
+        readonly warmupMs: number;
+        readonly durationMs: number;
+      }
+    | { readonly closed: ClosedLoad }
+  ),
+): Promise<Passed> {
   const databaseUrl = await servers.pg.createDatabase();
   const pool = new pg.Pool({ connectionString: databaseUrl, max: 1 });
   pool.on('error', () => undefined);
@@ -79,25 +141,22 @@ export async function runPathFloor(servers: Servers, o: PathFloorOptions): Promi
       databaseUrl,
       receipts: o.receipts,
     } satisfies PathFloorArgs);
-    const total = Math.floor((o.rate * (o.warmupMs + o.durationMs)) / 1000);
     await using subscribers = await forkLoadgen<SubscribersResult>('path-floor', {
       role: 'subscribers',
       wsUrl: relay.info.wsUrl,
       connections: o.wsConnections,
       threads,
-      expected: total,
-      timeoutMs: o.warmupMs + o.durationMs + o.drainTimeoutMs,
+      expected: load.expected,
+      timeoutMs: o.timeoutMs,
     } satisfies PathFloorArgs);
     await using producer = await forkLoadgen<ProducerResult>('path-floor', {
       ...common,
       role: 'producer',
-      rate: o.rate,
-      tickMs: o.tickMs,
-      warmupMs: o.warmupMs,
-      durationMs: o.durationMs,
+      ...('closed' in load
+        ? { rate: 0, tickMs: 0, warmupMs: 0, durationMs: 0, closed: load.closed }
+        : { rate: load.rate, tickMs: load.tickMs, warmupMs: load.warmupMs, durationMs: load.durationMs }),
       receipts: o.receipts,
     } satisfies PathFloorArgs);
-    // CPU from the start, per event received, as scenario 3 counts it (bench/lib/drive.ts).
     const cpuBefore = cpuSnapshot([relay.pid]);
     const t0 = performance.now();
     producer.go();
@@ -113,21 +172,10 @@ export async function runPathFloor(servers: Servers, o: PathFloorOptions): Promi
         `B-path lost events: ${sent.failed} publishes failed, ${seen.received} of ${sent.sent} delivered`,
       );
     }
-    // The window is the producer's: what it sent after its warm-up (its clock, as every stamp).
-    const measured = (sentAt: readonly number[], samples: readonly number[]) =>
-      summarize(samples.filter((_, i) => (sentAt[i] as number) >= sent.measuredFromMs));
     return {
-      rate: o.rate,
-      receipts: o.receipts,
-      sent: sent.sent,
-      sentPerS: sent.sentPerS,
-      received: seen.received,
-      e2eLatency: measured(seen.sentAtMs, seen.latenciesMs),
-      readLatency: measured(stored.readSentAtMs, stored.readMs),
-      committedLatency: measured(stored.committedSentAtMs, stored.committedMs),
-      receiptLatency: measured(sent.receiptSentAtMs, sent.receiptLatenciesMs),
-      transactions: stored.transactions,
-      eventsPerTransaction: stored.stored / Math.max(1, stored.transactions),
+      sent,
+      seen,
+      stored,
       cores: coresUsed(cpuBefore, cpuAfter, ms),
       cpuUsPerEvent: cpuPerEvent(cpuBefore, cpuAfter, seen.received),
     };
@@ -137,4 +185,53 @@ export async function runPathFloor(servers: Servers, o: PathFloorOptions): Promi
     await servers.db.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`).catch(() => undefined);
     await deleteLog(servers.nats.url, common.streamName, o.partitions).catch(() => undefined);
   }
+}
+
+export async function runPathFloor(servers: Servers, o: PathFloorOptions): Promise<PathFloorResult> {
+  const expected = Math.floor((o.rate * (o.warmupMs + o.durationMs)) / 1000);
+  const { sent, seen, stored, cores, cpuUsPerEvent } = await pass(
+    servers,
+    { ...o, timeoutMs: o.warmupMs + o.durationMs + o.drainTimeoutMs },
+    { expected, rate: o.rate, tickMs: o.tickMs, warmupMs: o.warmupMs, durationMs: o.durationMs },
+  );
+  // The window is the producer's: what it sent after its warm-up (its clock, as every stamp).
+  const measured = (sentAt: readonly number[], samples: readonly number[]) =>
+    summarize(samples.filter((_, i) => (sentAt[i] as number) >= sent.measuredFromMs));
+  return {
+    rate: o.rate,
+    receipts: o.receipts,
+    sent: sent.sent,
+    sentPerS: sent.sentPerS,
+    received: seen.received,
+    e2eLatency: measured(seen.sentAtMs, seen.latenciesMs),
+    readLatency: measured(stored.readSentAtMs, stored.readMs),
+    committedLatency: measured(stored.committedSentAtMs, stored.committedMs),
+    receiptLatency: measured(sent.receiptSentAtMs, sent.receiptLatenciesMs),
+    transactions: stored.transactions,
+    eventsPerTransaction: stored.stored / Math.max(1, stored.transactions),
+    cores,
+    cpuUsPerEvent,
+  };
+}
+
+export async function runPathFloorFullSpeed(
+  servers: Servers,
+  o: PathFloorFullSpeedOptions,
+): Promise<PathFloorFullSpeedResult> {
+  const { sent, seen, stored, cores, cpuUsPerEvent } = await pass(
+    servers,
+    { ...o, receipts: false },
+    { expected: o.events, closed: { events: o.events, batchSize: o.batchSize, window: o.window } },
+  );
+  const e2eMs = seen.lastReceivedAtMs - sent.firstSendAtMs;
+  return {
+    events: sent.sent,
+    received: seen.received,
+    e2eMs,
+    e2eEventsPerS: (seen.received / e2eMs) * 1000,
+    transactions: stored.transactions,
+    eventsPerTransaction: stored.stored / Math.max(1, stored.transactions),
+    cores,
+    cpuUsPerEvent,
+  };
 }
