@@ -8,7 +8,7 @@
  *    its `Nats-Msg-Id` and `Nats-Expected-Stream`, into the broker's partition streams;
  *  - `relay`, the broker's stand-in: an ordered pull consumer per partition, as the persister
  *    reads; one queue, drained one statement at a time (everything queued while the previous one
- *    ran, in one `unnest` insert into a table `LIKE run_events INCLUDING ALL`, seq counted per
+ *    ran, up to the persister's default batch of 2,000 events, in one `unnest` insert into a table `LIKE run_events INCLUDING ALL`, seq counted per
  *    thread in memory: no locks, heads, runs or fence); after each commit one core NATS message
  *    per thread on the thread's subject, read back by a subscription per thread on the same
  *    connection, and each event sent as a WebSocket text frame to the connection that asked
@@ -40,7 +40,11 @@ import {
 import { connect, headers } from '@nats-io/transport-node';
 import pg from 'pg';
 import { type WebSocket, WebSocketServer, WebSocket as WsClient } from 'ws';
-import { DEFAULT_DUPLICATE_WINDOW_MS, DEFAULT_STREAM_MAX_AGE_MS } from '../../src/config.js';
+import {
+  DEFAULT_DUPLICATE_WINDOW_MS,
+  DEFAULT_PERSIST_BATCH_MAX,
+  DEFAULT_STREAM_MAX_AGE_MS,
+} from '../../src/config.js';
 import type { LogRecord } from '../../src/domain/event.js';
 import { partitionOf } from '../../src/domain/partition.js';
 import { ensureLogStream, partitionStream } from '../../src/log/streams.js';
@@ -377,7 +381,8 @@ async function relay(a: RelayArgs, io: LoadgenIo): Promise<RelayResult> {
   let error: string | undefined;
   const drain = async (): Promise<void> => {
     while (queue.length > 0 && !closed && error === undefined) {
-      const batch = queue.splice(0, queue.length);
+      // At most the broker's batch (RS_PERSIST_BATCH_MAX's default), as the persister takes them.
+      const batch = queue.splice(0, Math.min(queue.length, DEFAULT_PERSIST_BATCH_MAX));
       const cols = {
         thread: [] as string[],
         seq: [] as number[],
