@@ -7,7 +7,14 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import type { Event } from '../src/client/ingest-client.js';
 import type { LogRecord } from '../src/domain/event.js';
-import { decodeLogMessage, encodeLogMessages, type LogMessage } from '../src/log/log-batch.js';
+import {
+  decodeLogMessage,
+  encodeLogMessages,
+  type LogMessage,
+  mergedMsgId,
+  mergeLogBodies,
+  readLogMessage,
+} from '../src/log/log-batch.js';
 import { Subjects } from '../src/log/subjects.js';
 import { logRecord } from './helpers/records.js';
 import { expectGapFree, logMessageCount, randomName, startStack, threadRows } from './helpers/stack.js';
@@ -102,6 +109,32 @@ test('the message id names the content: a repeat matches, any other set of event
   assert.equal(idOf(['a', 'b', 'c']), idOf(['a', 'b', 'c']));
   assert.notEqual(idOf(['a', 'b', 'c']), idOf(['a', 'x', 'c']), 'same first, last and count, other middle');
   assert.notEqual(idOf(['a', 'b']), idOf(['a', 'b', 'c']));
+});
+
+test('merged messages of one thread and run read as their records encoded together, receipts if any asked', () => {
+  const tricky = '{"s":"\\"events\\":[ ]}\\n \u00e9 \ud83d\ude00",\n"n":[1,{"events":[]}]}';
+  const a = [logRecord('t', 'r', 'a1'), logRecord('t', 'r', 'a2', tricky)];
+  const b = [logRecord('t', 'r', 'b1', tricky)];
+  const c = [logRecord('t', 'r', 'c1'), logRecord('t', 'r', 'c2'), logRecord('t', 'r', 'c3')];
+  const body = (rs: LogRecord[], receipts: boolean) =>
+    (encodeLogMessages(rs, 1 << 20, { receipts })[0] as LogMessage).body;
+  const all = [...a, ...b, ...c];
+  for (const [wants, expected] of [
+    [[false, false, false], false],
+    [[false, true, false], true],
+    [[true, true, true], true],
+  ] as const) {
+    const merged = mergeLogBodies([body(a, wants[0]), body(b, wants[1]), body(c, wants[2])]);
+    assert.equal(merged, body(all, expected), `receipts ${wants.join(',')}`);
+    const read = readLogMessage(merged);
+    assert.deepEqual(read.records, all);
+    assert.equal(read.receipts, expected);
+  }
+  const ids = ['t:a1+2:x', 't:b1', 't:c1+3:y'];
+  assert.equal(mergedMsgId(ids), mergedMsgId([...ids]), 'the same merge, the same id');
+  assert.notEqual(mergedMsgId(ids), mergedMsgId(ids.slice(0, 2)));
+  assert.notEqual(mergedMsgId(ids), mergedMsgId(['t:a1+2:x', 't:c1+3:y', 't:b1']));
+  assert.ok(mergedMsgId(ids).startsWith('t:a1+2:x&3:'));
 });
 
 test('a log message that is not ingest-shaped is refused naming the field', () => {

@@ -4,9 +4,10 @@
 // until then, as a cluster electing the stream's leader answers "no responders" for a while).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { jetstreamManager } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { partitionOf } from '../src/domain/partition.js';
+import { readLogMessage } from '../src/log/log-batch.js';
 import { LogPublisher } from '../src/log/publisher.js';
 import { partitionStream } from '../src/log/streams.js';
 import { Subjects } from '../src/log/subjects.js';
@@ -134,6 +135,81 @@ test("a publish issued again is not overtaken by its thread's next one; other th
       `a at ${ackA?.seq}, b at ${ackB?.seq}: the log keeps the thread's order`,
     );
     assert.ok((other[0]?.seq ?? 0) < (ackB?.seq ?? 0), 'another thread went out while b waited for a');
+  } finally {
+    await nc.close();
+  }
+});
+
+test("a thread's messages held behind its head go out as one message per run once it is stored, each call acked with it", async () => {
+  await using nats = await startNatsServer({ useEnv: false });
+  const nc = await connect({ servers: nats.url });
+  try {
+    const jsm = await jetstreamManager(nc);
+    await jsm.streams.add({ name: 'MERGE', subjects: ['mg.log.>'] });
+    const publisher = new LogPublisher(nc, new Subjects('mg'), 10_000);
+    // One turn: t's first call goes out, the rest wait behind it (another thread's does not).
+    const calls = [
+      publisher.publish([logRecord('t', 'r', 'a')], { receipts: false }),
+      publisher.publish([logRecord('t', 'r', 'b1'), logRecord('t', 'r', 'b2')], { receipts: false }),
+      publisher.publish([logRecord('t', 'r', 'c')], { receipts: true }),
+      publisher.publish([logRecord('t', 'r', 'd')], { receipts: false }),
+      publisher.publish([logRecord('t', 'r2', 'e')], { receipts: false }),
+      publisher.publish([logRecord('t', 'r', 'f')], { receipts: false }),
+      publisher.publish([logRecord('u', 'r', 'g')], { receipts: false }),
+    ];
+    const acks = (await Promise.all(calls)).map((a) => a.map((x) => x.seq));
+    const [a, b, c, d, e, f, g] = acks.map((x) => x[0] as number);
+    assert.deepEqual(acks[1], [b, b], 'a call shares its message');
+    assert.ok((a as number) < (b as number), 'the head first');
+    assert.equal(c, b, 'b, c and d were held together: one message');
+    assert.equal(d, b);
+    assert.ok(
+      (e as number) > (b as number) && (f as number) > (e as number),
+      'the next run apart, then r again',
+    );
+    assert.ok((g as number) < (b as number), "another thread's call did not wait");
+    assert.equal((await jsm.streams.info('MERGE')).state.messages, 5);
+
+    const js = jetstream(nc);
+    const stored = await js.consumers.get('MERGE').then((cons) => cons.fetch({ max_messages: 5 }));
+    const bodies: string[] = [];
+    for await (const m of stored) {
+      bodies.push(m.string());
+      if (bodies.length === 5) break;
+    }
+    const merged = readLogMessage(bodies[2] as string);
+    assert.deepEqual(
+      merged.records.map((r) => r.event_id),
+      ['b1', 'b2', 'c', 'd'],
+      'in call order',
+    );
+    assert.equal(merged.receipts, true, 'c asked for commit receipts, so the merged message does');
+    assert.equal(readLogMessage(bodies[3] as string).receipts, false);
+  } finally {
+    await nc.close();
+  }
+});
+
+test('held messages are merged only as far as they fit max_payload together', async () => {
+  await using nats = await startNatsServer({ useEnv: false });
+  const nc = await connect({ servers: nats.url });
+  try {
+    const jsm = await jetstreamManager(nc);
+    await jsm.streams.add({ name: 'MERGEBIG', subjects: ['mb.log.>'] });
+    const publisher = new LogPublisher(nc, new Subjects('mb'), 10_000);
+    // Three of about 40% of max_payload each, behind a head: two fit together, the third not.
+    const big = JSON.stringify('x'.repeat(Math.floor((nc.info?.max_payload ?? 1 << 20) * 0.4)));
+    const acks = await Promise.all([
+      publisher.publish([logRecord('t', 'r', 'head')]),
+      publisher.publish([logRecord('t', 'r', 'x1', big)]),
+      publisher.publish([logRecord('t', 'r', 'x2', big)]),
+      publisher.publish([logRecord('t', 'r', 'x3', big)]),
+    ]);
+    assert.deepEqual(
+      acks.map((a) => a[0]?.seq),
+      [1, 2, 2, 3],
+    );
+    assert.equal((await jsm.streams.info('MERGEBIG')).state.messages, 3);
   } finally {
     await nc.close();
   }

@@ -179,6 +179,16 @@ function message(records: readonly LogRecord[], d: Draft, prefix: string): LogMe
   };
 }
 
+/**
+ * The `Nats-Msg-Id` of a message merged from several ({@link mergeLogBodies}): the first one's,
+ * the count and a hash of all of theirs, so an identical merge is a duplicate and nothing else.
+ */
+export function mergedMsgId(msgIds: readonly string[]): string {
+  const hash = createHash('sha256');
+  for (const id of msgIds) hash.update(`${id}\n`);
+  return `${msgIds[0] as string}&${msgIds.length}:${hash.digest('base64url').slice(0, 22)}`;
+}
+
 function batchMsgId(records: readonly LogRecord[], indexes: readonly number[]): string {
   const hash = createHash('sha256');
   for (const i of indexes) hash.update(`${(records[i] as LogRecord).event_id}\n`);
@@ -186,6 +196,33 @@ function batchMsgId(records: readonly LogRecord[], indexes: readonly number[]): 
   return `${msgId(first.thread_id, first.event_id)}+${indexes.length}:${hash.digest('base64url').slice(0, 22)}`;
 }
 
+/**
+ * One log message carrying, in order, the events of several messages of one thread and run
+ * (bodies {@link encodeLogMessages} wrote): the body their records would have had if they had
+ * been encoded together. It asks for commit receipts if any of them did (a receipt nobody
+ * waits for costs a NATS message; a missing one would hold a PERSISTED ack to its deadline).
+ * The caller keeps the result within the server's max_payload.
+ */
+export function mergeLogBodies(bodies: readonly string[]): string {
+  let receipts = false;
+  let ids = '';
+  const entries: string[] = new Array(bodies.length);
+  const payloads: string[] = new Array(bodies.length);
+  for (let i = 0; i < bodies.length; i++) {
+    const body = bodies[i] as string;
+    const marked = body.startsWith(NO_RECEIPTS_PREFIX);
+    if (!marked) receipts = true;
+    // Ids are [A-Za-z0-9_-]: the first `"events":[` is the key, and the header ends in `]}\n`.
+    const open = body.indexOf(EVENTS_KEY) + EVENTS_KEY.length;
+    const newline = body.indexOf('\n');
+    if (i === 0) ids = body.slice((marked ? NO_RECEIPTS_PREFIX : V2_PREFIX).length, open);
+    entries[i] = body.slice(open, newline - 2);
+    payloads[i] = body.slice(newline + 1);
+  }
+  return `${receipts ? V2_PREFIX : NO_RECEIPTS_PREFIX}${ids}${entries.join(',')}]}\n${payloads.join('')}`;
+}
+
+const EVENTS_KEY = '"events":[';
 const V2_PREFIX = '{"v":2,';
 /** A v2 header marked as wanting no receipts; an older reader's JSON.parse ignores the key. */
 const NO_RECEIPTS_PREFIX = '{"v":2,"receipts":false,';

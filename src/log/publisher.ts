@@ -34,6 +34,13 @@
  * message issued at a time; the ones after it wait for its ack, and fail with it if it fails
  * (the producer sends them again, in order). Messages of different threads go out together as
  * before; a request is one message per thread unless it interleaves runs or is split by size.
+ *
+ * The messages a thread's line holds when its head is stored go out as one message, as far as
+ * they are of the same run and fit max_payload (log-batch.ts: mergeLogBodies): under load, when a
+ * thread's tokens arrive faster than JetStream's round trip, they were a message, a stored
+ * message and an ack each, and then a message for the persister to read each; merged, they cost
+ * that once, so the log batches hard exactly when the broker is busy and not at all when it is
+ * not. Each of their calls gets the merged message's ack (its offset).
  */
 import {
   createInbox,
@@ -46,7 +53,13 @@ import type { LogRecord } from '../domain/event.js';
 import { partitionOf } from '../domain/partition.js';
 import { UnavailableError } from '../errors.js';
 import { maxBodyBytes } from './connection.js';
-import { encodeLogMessages, type LogMessage, type LogMessageOptions } from './log-batch.js';
+import {
+  encodeLogMessages,
+  type LogMessage,
+  type LogMessageOptions,
+  mergedMsgId,
+  mergeLogBodies,
+} from './log-batch.js';
 import { partitionStream } from './streams.js';
 import type { Subjects } from './subjects.js';
 
@@ -106,10 +119,17 @@ interface Waiter {
   held: boolean;
   /** 503 answers so far. */
   noResponders?: number;
+  /** The body's UTF-8 bytes, once counted (to merge). */
+  bytes?: number;
 }
 
 interface Queued extends Pick<Waiter, 'resolve' | 'reject'> {
   readonly message: LogMessage;
+}
+
+function bodyBytes(w: Waiter): number {
+  w.bytes ??= Buffer.byteLength(w.body, 'utf8');
+  return w.bytes;
 }
 
 function unavailable(err: unknown): never {
@@ -123,7 +143,7 @@ export class LogPublisher {
   readonly #inbox = createInbox();
   #sub: Subscription | undefined;
   #nextId = 0;
-  /** Publishes awaiting their ack, by id; insertion order is deadline order. */
+  /** Publishes awaiting their ack (or held behind one of their thread), by id. */
   readonly #waiting = new Map<number, Waiter>();
   /** Per thread with a publish waiting: the ids waiting, the one issued first. */
   readonly #lines = new Map<string, number[]>();
@@ -263,14 +283,58 @@ export class LogPublisher {
       this.#lines.delete(w.thread);
       return;
     }
-    next.held = false;
-    next.retryAt = Date.now() + next.retryPauseMs;
+    const [headId, head] = this.#mergeHead(line, nextId, next);
+    head.held = false;
+    head.retryAt = Date.now() + head.retryPauseMs;
     if (!this.#connected) return; // issued with the others on reconnect
     try {
-      this.#send(nextId, next);
+      this.#send(headId, head);
     } catch (sendErr) {
-      this.#settle(nextId, next, sendErr as Error);
+      this.#settle(headId, head, sendErr as Error);
     }
+  }
+
+  /**
+   * The held messages at the head of a thread's line, as one message where there are several of
+   * one run that fit max_payload together (see the file comment); returns the head then.
+   */
+  #mergeHead(line: number[], firstId: number, first: Waiter): [number, Waiter] {
+    const max = maxBodyBytes(this.nc);
+    let bytes = bodyBytes(first);
+    let n = 1;
+    for (; n < line.length; n++) {
+      const w = this.#waiting.get(line[n] as number);
+      if (!w || w.subject !== first.subject || w.stream !== first.stream) break;
+      const b = bodyBytes(w);
+      if (bytes + b > max) break;
+      bytes += b;
+    }
+    if (n === 1) return [firstId, first];
+    const parts = line.slice(0, n).map((id) => this.#waiting.get(id) as Waiter);
+    for (const id of line.slice(0, n)) this.#waiting.delete(id);
+    const merged: Waiter = {
+      resolve: (ack) => {
+        for (const p of parts) p.resolve(ack);
+      },
+      reject: (err) => {
+        for (const p of parts) p.reject(err);
+      },
+      // Flushed first, so the earliest deadline of them.
+      deadline: first.deadline,
+      subject: first.subject,
+      body: mergeLogBodies(parts.map((p) => p.body)),
+      msgId: mergedMsgId(parts.map((p) => p.msgId)),
+      stream: first.stream,
+      retryAt: first.retryAt,
+      retryPauseMs: first.retryPauseMs,
+      thread: first.thread,
+      held: true,
+      bytes,
+    };
+    const id = ++this.#nextId;
+    this.#waiting.set(id, merged);
+    line.splice(0, n, id);
+    return [id, merged];
   }
 
   #send(id: number, w: Waiter): void {
