@@ -214,3 +214,28 @@ test('held messages are merged only as far as they fit max_payload together', as
     await nc.close();
   }
 });
+
+test('a held message repeating an event of the group is not merged into it: a retry stays a JetStream duplicate', async () => {
+  await using nats = await startNatsServer({ useEnv: false });
+  const nc = await connect({ servers: nats.url });
+  try {
+    const jsm = await jetstreamManager(nc);
+    await jsm.streams.add({ name: 'MERGEREP', subjects: ['mr.log.>'] });
+    const publisher = new LogPublisher(nc, new Subjects('mr'), 10_000);
+    const [, [first], [retry], , overlapping, after] = await Promise.all([
+      publisher.publish([logRecord('t', 'r', 'head')]),
+      publisher.publish([logRecord('t', 'r', 'x')]),
+      // The producer resent x while both waited behind the head.
+      publisher.publish([logRecord('t', 'r', 'x')]),
+      publisher.publish([logRecord('u', 'r', 'head')]),
+      publisher.publish([logRecord('u', 'r', 'b'), logRecord('u', 'r', 'c')]),
+      publisher.publish([logRecord('u', 'r', 'c'), logRecord('u', 'r', 'd')]),
+    ]);
+    assert.equal(first?.duplicate, false);
+    assert.deepEqual(retry, { seq: first?.seq, duplicate: true }, "the retry went out alone, under x's id");
+    assert.notEqual(overlapping?.[0]?.seq, after?.[0]?.seq, 'c in both: two messages');
+    assert.equal((await jsm.streams.info('MERGEREP')).state.messages, 5);
+  } finally {
+    await nc.close();
+  }
+});

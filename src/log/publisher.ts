@@ -36,11 +36,13 @@
  * before; a request is one message per thread unless it interleaves runs or is split by size.
  *
  * The messages a thread's line holds when its head is stored go out as one message, as far as
- * they are of the same run and fit max_payload (log-batch.ts: mergeLogBodies): under load, when a
- * thread's tokens arrive faster than JetStream's round trip, they were a message, a stored
- * message and an ack each, and then a message for the persister to read each; merged, they cost
- * that once, so the log batches hard exactly when the broker is busy and not at all when it is
- * not. Each of their calls gets the merged message's ack (its offset).
+ * they are of the same run, fit max_payload and repeat no event of one another (log-batch.ts:
+ * mergeLogBodies): under load, when a thread's tokens arrive faster than JetStream's round
+ * trip, they were a message, a stored message and an ack each, and then a message for the
+ * persister to read each; merged, they cost that once, so the log batches hard exactly when the
+ * broker is busy and not at all when it is not. Each of their calls gets the merged message's ack
+ * (its offset). A repeat is never merged with the event it repeats, so a retry sent apart is still
+ * a JetStream duplicate, and a PERSISTED ack still tells a repeat by its different offset.
  */
 import {
   createInbox,
@@ -121,10 +123,26 @@ interface Waiter {
   noResponders?: number;
   /** The body's UTF-8 bytes, once counted (to merge). */
   bytes?: number;
+  /** The events it carries, as `records[i]` for i of `indexes` (read only to merge). */
+  readonly records: readonly LogRecord[];
+  readonly indexes: readonly number[];
 }
 
 interface Queued extends Pick<Waiter, 'resolve' | 'reject'> {
   readonly message: LogMessage;
+  readonly records: readonly LogRecord[];
+}
+
+/** Adds the waiter's event_ids to `ids`; false (and nothing added) if one is there already. */
+function addEventIds(ids: Set<string>, w: Waiter): boolean {
+  const own: string[] = new Array(w.indexes.length);
+  for (let k = 0; k < w.indexes.length; k++) {
+    const id = (w.records[w.indexes[k] as number] as LogRecord).event_id;
+    if (ids.has(id)) return false;
+    own[k] = id;
+  }
+  for (const id of own) ids.add(id);
+  return true;
 }
 
 function bodyBytes(w: Waiter): number {
@@ -183,12 +201,12 @@ export class LogPublisher {
     if (suffix !== '') messages = messages.map((m) => ({ ...m, msgId: `${m.msgId}${suffix}` }));
     if (messages.length === 1) {
       // One message (every request of one thread and run): every record shares its ack.
-      return this.#enqueue(messages[0] as LogMessage).then(
+      return this.#enqueue(messages[0] as LogMessage, records).then(
         (ack) => (records.length === 1 ? [ack] : new Array<LogAck>(records.length).fill(ack)),
         unavailable,
       );
     }
-    const acks = messages.map((m) => this.#enqueue(m));
+    const acks = messages.map((m) => this.#enqueue(m, records));
     return Promise.all(acks).then((messageAcks) => {
       const perRecord: LogAck[] = new Array(records.length);
       messages.forEach((m, k) => {
@@ -198,9 +216,9 @@ export class LogPublisher {
     }, unavailable);
   }
 
-  #enqueue(message: LogMessage): Promise<LogAck> {
+  #enqueue(message: LogMessage, records: readonly LogRecord[]): Promise<LogAck> {
     return new Promise<LogAck>((resolve, reject) => {
-      if (this.#queue.push({ message, resolve, reject }) === 1) setImmediate(() => this.#flush());
+      if (this.#queue.push({ message, records, resolve, reject }) === 1) setImmediate(() => this.#flush());
     });
   }
 
@@ -232,6 +250,8 @@ export class LogPublisher {
         retryPauseMs: this.#retryMs,
         thread: m.threadId,
         held: false,
+        records: q.records,
+        indexes: m.indexes,
       };
       const earlier = failed.get(w.thread);
       if (earlier) {
@@ -296,17 +316,24 @@ export class LogPublisher {
 
   /**
    * The held messages at the head of a thread's line, as one message where there are several of
-   * one run that fit max_payload together (see the file comment); returns the head then.
+   * one run that fit max_payload together (see the file comment); returns the head then. A
+   * message carrying an event_id already in the group is not merged: sent apart, a retry of a
+   * request stays a JetStream duplicate, and its events' acks still say `duplicate` (a PERSISTED
+   * ack tells a repeat by its offset, which a merged repeat would share).
    */
   #mergeHead(line: number[], firstId: number, first: Waiter): [number, Waiter] {
+    const next = line.length > 1 ? this.#waiting.get(line[1] as number) : undefined;
+    if (!next || next.subject !== first.subject || next.stream !== first.stream) return [firstId, first];
     const max = maxBodyBytes(this.nc);
     let bytes = bodyBytes(first);
+    const ids = new Set<string>();
+    addEventIds(ids, first);
     let n = 1;
     for (; n < line.length; n++) {
       const w = this.#waiting.get(line[n] as number);
       if (!w || w.subject !== first.subject || w.stream !== first.stream) break;
       const b = bodyBytes(w);
-      if (bytes + b > max) break;
+      if (bytes + b > max || !addEventIds(ids, w)) break;
       bytes += b;
     }
     if (n === 1) return [firstId, first];
@@ -330,6 +357,8 @@ export class LogPublisher {
       thread: first.thread,
       held: true,
       bytes,
+      records: [],
+      indexes: [],
     };
     const id = ++this.#nextId;
     this.#waiting.set(id, merged);
