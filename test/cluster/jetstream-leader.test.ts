@@ -5,9 +5,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { jetstreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { IngestClient } from '../../src/client/ingest-client.js';
+import { readLogMessage } from '../../src/log/log-batch.js';
 import { type LogAck, LogPublisher } from '../../src/log/publisher.js';
 import { partitionStream } from '../../src/log/streams.js';
 import { Subjects } from '../../src/log/subjects.js';
@@ -111,14 +112,28 @@ test('publishes issued while the stream leader dies are all acked, each stored o
       [],
       `${failed.length} of ${calls.length} publishes failed`,
     );
-    const seqs = settled.map((s) => (s as PromiseFulfilledResult<LogAck[]>).value[0]?.seq);
-    assert.equal(new Set(seqs).size, calls.length, 'every publish has a stream sequence of its own');
-    // The API may still be settling after the election: ask until it answers.
-    const messages = await waitFor(
-      async () => (await (await jetstreamManager(nc)).streams.info(stream)).state.messages,
-      { timeoutMs: 60_000, intervalMs: 500, what: 'the stream info after the election' },
-    );
-    assert.equal(messages, calls.length + 1, 'each publish stored once');
+    const seqs = settled.map((s) => (s as PromiseFulfilledResult<LogAck[]>).value[0]?.seq as number);
+    // The API may still be settling after the election: ask until it answers. A thread's
+    // publishes that waited out the election behind its first may have gone out as one message.
+    const stored = await waitFor(() => storedEvents(nc, stream), {
+      timeoutMs: 60_000,
+      intervalMs: 500,
+      what: 'the stream after the election',
+    });
+    const all = [...stored.values()].flat();
+    assert.equal(all.length, calls.length + 1, 'each publish stored once');
+    assert.equal(new Set(all).size, all.length, 'no event twice');
+    seqs.forEach((seq, i) => {
+      assert.ok(stored.get(seq)?.includes(`e${i}`), `e${i} is in the message its ack names (${seq})`);
+    });
+    for (let k = 0; k < 5; k++) {
+      const thread = all.filter((id) => id !== 'warm' && Number(id.slice(1)) % 5 === k);
+      assert.deepEqual(
+        thread,
+        [...thread].sort((a, b) => Number(a.slice(1)) - Number(b.slice(1))),
+        `t${k}'s events in call order`,
+      );
+    }
 
     // An ack is taken only from the stream the publisher expects.
     const elsewhere = new LogPublisher(nc, new Subjects(prefix, 1), 5_000, { streamName: `${log}_OTHER` });
@@ -127,3 +142,22 @@ test('publishes issued while the stream leader dies are all acked, each stored o
     await nc.close();
   }
 });
+
+/** The event_ids of each message in `stream`, by stream sequence, in stream order; throws until all are read. */
+async function storedEvents(nc: NatsConnection, stream: string): Promise<Map<number, string[]>> {
+  const info = await (await jetstreamManager(nc)).streams.info(stream);
+  const consumer = await jetstream(nc).consumers.get(stream);
+  const byOffset = new Map<number, string[]>();
+  const messages = await consumer.fetch({ max_messages: info.state.messages, expires: 5_000 });
+  for await (const m of messages) {
+    byOffset.set(
+      m.seq,
+      readLogMessage(m.string()).records.map((r) => r.event_id),
+    );
+    if (byOffset.size === info.state.messages) break;
+  }
+  if (byOffset.size !== info.state.messages) {
+    throw new Error(`read ${byOffset.size} of ${info.state.messages} messages`);
+  }
+  return byOffset;
+}
