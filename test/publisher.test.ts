@@ -4,8 +4,8 @@
 // until then, as a cluster electing the stream's leader answers "no responders" for a while).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
+import { type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { partitionOf } from '../src/domain/partition.js';
 import { readLogMessage } from '../src/log/log-batch.js';
 import { LogPublisher } from '../src/log/publisher.js';
@@ -141,12 +141,7 @@ test("a publish issued again is not overtaken by its thread's next one; other th
 });
 
 test("a thread's messages held behind its head go out as one message per run once it is stored, each call acked with it", async () => {
-  await using nats = await startNatsServer({ useEnv: false });
-  const nc = await connect({ servers: nats.url });
-  try {
-    const jsm = await jetstreamManager(nc);
-    await jsm.streams.add({ name: 'MERGE', subjects: ['mg.log.>'] });
-    const publisher = new LogPublisher(nc, new Subjects('mg'), 10_000);
+  await withLogStream('mg', async ({ nc, jsm, stream, publisher }) => {
     // One turn: t's first call goes out, the rest wait behind it (another thread's does not).
     const calls = [
       publisher.publish([logRecord('t', 'r', 'a')], { receipts: false }),
@@ -168,10 +163,10 @@ test("a thread's messages held behind its head go out as one message per run onc
       'the next run apart, then r again',
     );
     assert.ok((g as number) < (b as number), "another thread's call did not wait");
-    assert.equal((await jsm.streams.info('MERGE')).state.messages, 5);
+    assert.equal((await jsm.streams.info(stream)).state.messages, 5);
 
     const js = jetstream(nc);
-    const stored = await js.consumers.get('MERGE').then((cons) => cons.fetch({ max_messages: 5 }));
+    const stored = await js.consumers.get(stream).then((cons) => cons.fetch({ max_messages: 5 }));
     const bodies: string[] = [];
     for await (const m of stored) {
       bodies.push(m.string());
@@ -185,18 +180,11 @@ test("a thread's messages held behind its head go out as one message per run onc
     );
     assert.equal(merged.receipts, true, 'c asked for commit receipts, so the merged message does');
     assert.equal(readLogMessage(bodies[3] as string).receipts, false);
-  } finally {
-    await nc.close();
-  }
+  });
 });
 
 test('held messages are merged only as far as they fit max_payload together', async () => {
-  await using nats = await startNatsServer({ useEnv: false });
-  const nc = await connect({ servers: nats.url });
-  try {
-    const jsm = await jetstreamManager(nc);
-    await jsm.streams.add({ name: 'MERGEBIG', subjects: ['mb.log.>'] });
-    const publisher = new LogPublisher(nc, new Subjects('mb'), 10_000);
+  await withLogStream('mb', async ({ nc, jsm, stream, publisher }) => {
     // Three of about 40% of max_payload each, behind a head: two fit together, the third not.
     const big = JSON.stringify('x'.repeat(Math.floor((nc.info?.max_payload ?? 1 << 20) * 0.4)));
     const acks = await Promise.all([
@@ -209,19 +197,12 @@ test('held messages are merged only as far as they fit max_payload together', as
       acks.map((a) => a[0]?.seq),
       [1, 2, 2, 3],
     );
-    assert.equal((await jsm.streams.info('MERGEBIG')).state.messages, 3);
-  } finally {
-    await nc.close();
-  }
+    assert.equal((await jsm.streams.info(stream)).state.messages, 3);
+  });
 });
 
 test('a held message repeating an event of the group is not merged into it: a retry stays a JetStream duplicate', async () => {
-  await using nats = await startNatsServer({ useEnv: false });
-  const nc = await connect({ servers: nats.url });
-  try {
-    const jsm = await jetstreamManager(nc);
-    await jsm.streams.add({ name: 'MERGEREP', subjects: ['mr.log.>'] });
-    const publisher = new LogPublisher(nc, new Subjects('mr'), 10_000);
+  await withLogStream('mr', async ({ jsm, stream, publisher }) => {
     const [, [first], [retry], , overlapping, after] = await Promise.all([
       publisher.publish([logRecord('t', 'r', 'head')]),
       publisher.publish([logRecord('t', 'r', 'x')]),
@@ -234,8 +215,28 @@ test('a held message repeating an event of the group is not merged into it: a re
     assert.equal(first?.duplicate, false);
     assert.deepEqual(retry, { seq: first?.seq, duplicate: true }, "the retry went out alone, under x's id");
     assert.notEqual(overlapping?.[0]?.seq, after?.[0]?.seq, 'c in both: two messages');
-    assert.equal((await jsm.streams.info('MERGEREP')).state.messages, 5);
+    assert.equal((await jsm.streams.info(stream)).state.messages, 5);
+  });
+});
+
+/** A fresh nats-server holding one stream for the log of `prefix`, and a publisher into it. */
+async function withLogStream(
+  prefix: string,
+  fn: (o: {
+    nc: NatsConnection;
+    jsm: JetStreamManager;
+    stream: string;
+    publisher: LogPublisher;
+  }) => Promise<void>,
+): Promise<void> {
+  await using nats = await startNatsServer({ useEnv: false });
+  const nc = await connect({ servers: nats.url });
+  try {
+    const jsm = await jetstreamManager(nc);
+    const stream = `PUB_${prefix.toUpperCase()}`;
+    await jsm.streams.add({ name: stream, subjects: [`${prefix}.log.>`] });
+    await fn({ nc, jsm, stream, publisher: new LogPublisher(nc, new Subjects(prefix), 10_000) });
   } finally {
     await nc.close();
   }
-});
+}

@@ -135,13 +135,9 @@ interface Queued extends Pick<Waiter, 'resolve' | 'reject'> {
 
 /** Adds the waiter's event_ids to `ids`; false (and nothing added) if one is there already. */
 function addEventIds(ids: Set<string>, w: Waiter): boolean {
-  const own: string[] = new Array(w.indexes.length);
-  for (let k = 0; k < w.indexes.length; k++) {
-    const id = (w.records[w.indexes[k] as number] as LogRecord).event_id;
-    if (ids.has(id)) return false;
-    own[k] = id;
-  }
-  for (const id of own) ids.add(id);
+  const eventId = (i: number) => (w.records[i] as LogRecord).event_id;
+  if (w.indexes.some((i) => ids.has(eventId(i)))) return false;
+  for (const i of w.indexes) ids.add(eventId(i));
   return true;
 }
 
@@ -322,23 +318,27 @@ export class LogPublisher {
    * ack tells a repeat by its offset, which a merged repeat would share).
    */
   #mergeHead(line: number[], firstId: number, first: Waiter): [number, Waiter] {
-    const next = line.length > 1 ? this.#waiting.get(line[1] as number) : undefined;
-    if (!next || next.subject !== first.subject || next.stream !== first.stream) return [firstId, first];
-    const max = maxBodyBytes(this.nc);
-    let bytes = bodyBytes(first);
-    const ids = new Set<string>();
-    addEventIds(ids, first);
-    let n = 1;
-    for (; n < line.length; n++) {
+    const parts = [first];
+    let max = 0;
+    let bytes = 0;
+    let ids: Set<string> | undefined;
+    for (let n = 1; n < line.length; n++) {
       const w = this.#waiting.get(line[n] as number);
       if (!w || w.subject !== first.subject || w.stream !== first.stream) break;
+      if (ids === undefined) {
+        // Only once there is something to merge.
+        max = maxBodyBytes(this.nc);
+        bytes = bodyBytes(first);
+        ids = new Set();
+        addEventIds(ids, first);
+      }
       const b = bodyBytes(w);
       if (bytes + b > max || !addEventIds(ids, w)) break;
       bytes += b;
+      parts.push(w);
     }
-    if (n === 1) return [firstId, first];
-    const parts = line.slice(0, n).map((id) => this.#waiting.get(id) as Waiter);
-    for (const id of line.slice(0, n)) this.#waiting.delete(id);
+    if (parts.length === 1) return [firstId, first];
+    for (const id of line.splice(0, parts.length)) this.#waiting.delete(id);
     const merged: Waiter = {
       resolve: (ack) => {
         for (const p of parts) p.resolve(ack);
@@ -362,7 +362,7 @@ export class LogPublisher {
     };
     const id = ++this.#nextId;
     this.#waiting.set(id, merged);
-    line.splice(0, n, id);
+    line.unshift(id);
     return [id, merged];
   }
 
