@@ -41,8 +41,9 @@
  * trip, they were a message, a stored message and an ack each, and then a message for the
  * persister to read each; merged, they cost that once, so the log batches hard exactly when the
  * broker is busy and not at all when it is not. Each of their calls gets the merged message's ack
- * (its offset). A repeat is never merged with the event it repeats, so a retry sent apart is still
- * a JetStream duplicate, and a PERSISTED ack still tells a repeat by its different offset.
+ * (its offset). A repeat is never merged with the event it repeats, so a PERSISTED ack still tells
+ * a repeat by its different offset; at ACCEPTED a retry is a JetStream duplicate only when neither
+ * it nor its original went out merged (docs/protocol.md §5).
  */
 import {
   createInbox,
@@ -318,6 +319,7 @@ export class LogPublisher {
    * ack tells a repeat by its offset, which a merged repeat would share).
    */
   #mergeHead(line: number[], firstId: number, first: Waiter): [number, Waiter] {
+    if (line.length === 1) return [firstId, first]; // nothing waits behind it
     const parts = [first];
     let max = 0;
     let bytes = 0;
@@ -338,13 +340,15 @@ export class LogPublisher {
       parts.push(w);
     }
     if (parts.length === 1) return [firstId, first];
-    for (const id of line.splice(0, parts.length)) this.#waiting.delete(id);
+    // Only the callers are kept, not the parts' bodies (the merged one holds them all).
+    const resolves = parts.map((p) => p.resolve);
+    const rejects = parts.map((p) => p.reject);
     const merged: Waiter = {
       resolve: (ack) => {
-        for (const p of parts) p.resolve(ack);
+        for (const resolve of resolves) resolve(ack);
       },
       reject: (err) => {
-        for (const p of parts) p.reject(err);
+        for (const reject of rejects) reject(err);
       },
       // Flushed first, so the earliest deadline of them.
       deadline: first.deadline,
@@ -360,6 +364,8 @@ export class LogPublisher {
       records: [],
       indexes: [],
     };
+    // The parts leave the line only once the merged message exists.
+    for (const id of line.splice(0, parts.length)) this.#waiting.delete(id);
     const id = ++this.#nextId;
     this.#waiting.set(id, merged);
     line.unshift(id);
