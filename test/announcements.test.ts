@@ -1,0 +1,84 @@
+// The persister's events announcements (src/log/announcements.ts): chunked within the size
+// given, counting UTF-8 bytes (not UTF-16 units), every event once and in order, and a new chunk
+// only where the next event would not fit: as few messages as the limit allows.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { eventJson, type StoredEvent } from '../src/domain/event.js';
+import { chunkEvents, decodeEventHeader, EVENT_SEPARATOR } from '../src/log/announcements.js';
+
+function event(seq: number, text: string): StoredEvent {
+  return {
+    thread_id: 't-1',
+    run_id: 'run-1',
+    event_id: `e-${seq}`,
+    event_type: 'token',
+    category: 'message',
+    user_id: '',
+    created_at: '2026-01-01T00:00:00.000Z',
+    content_json: JSON.stringify({ text }),
+    metadata_json: '{}',
+    seq,
+    offset: seq,
+  };
+}
+
+const bytes = (s: string): number => Buffer.byteLength(s);
+
+/** What an exact greedy chunking gives: the reference the chunker must equal. */
+function greedy(events: readonly StoredEvent[], maxBytes: number): string[] {
+  const chunks: string[][] = [];
+  let current: string[] = [];
+  let size = 0;
+  for (const e of events) {
+    const line = eventJson(e);
+    const s = bytes(line) + 1;
+    if (current.length > 0 && size + s > maxBytes) {
+      chunks.push(current);
+      current = [];
+      size = 0;
+    }
+    current.push(line);
+    size += s;
+  }
+  if (current.length > 0) chunks.push(current);
+  return chunks.map((c) => c.join(EVENT_SEPARATOR));
+}
+
+test('chunks stay within the limit in UTF-8 bytes, hold every event in order, and are as few as greedy packing makes', () => {
+  const texts = ['a', 'tokens ', '日本語の文', '🤖🤖🤖', 'x'.repeat(300), 'é'.repeat(120), '"quoted\\"'];
+  for (const maxBytes of [400, 700, 1_000, 4_096, 65_536]) {
+    for (const count of [1, 2, 7, 50, 400]) {
+      const events = Array.from({ length: count }, (_, i) =>
+        event(i + 1, texts[(i * 5) % texts.length] as string),
+      );
+      const chunks = chunkEvents(events, maxBytes);
+      assert.deepEqual(chunks, greedy(events, maxBytes), `maxBytes ${maxBytes}, ${count} events`);
+      const seqs = chunks.flatMap((c) => c.split(EVENT_SEPARATOR).map((line) => decodeEventHeader(line).seq));
+      assert.deepEqual(
+        seqs,
+        events.map((e) => e.seq),
+      );
+      for (const c of chunks) {
+        // A chunk of one event may exceed the limit only when that event alone does.
+        if (c.includes(EVENT_SEPARATOR)) assert.ok(bytes(c) <= maxBytes, `${bytes(c)} > ${maxBytes}`);
+      }
+    }
+  }
+});
+
+test('multi-byte text is counted in bytes: 3-byte characters fill a chunk at a third of their length', () => {
+  // Each line is ~1,090 UTF-16 units but ~3,200 bytes: counting units would put three in 4,096 bytes.
+  const events = Array.from({ length: 6 }, (_, i) => event(i + 1, '語'.repeat(1_000)));
+  const chunks = chunkEvents(events, 4_096);
+  assert.equal(chunks.length, 6);
+  for (const c of chunks) assert.ok(!c.includes(EVENT_SEPARATOR));
+});
+
+test('an event larger than the limit goes alone, and the ones around it are packed as usual', () => {
+  const events = [event(1, 'a'), event(2, 'b'), event(3, 'z'.repeat(5_000)), event(4, 'c'), event(5, 'd')];
+  const chunks = chunkEvents(events, 1_000);
+  assert.equal(chunks.length, 3);
+  assert.equal(chunks[0]?.split(EVENT_SEPARATOR).length, 2);
+  assert.ok(!chunks[1]?.includes(EVENT_SEPARATOR));
+  assert.equal(chunks[2]?.split(EVENT_SEPARATOR).length, 2);
+});
