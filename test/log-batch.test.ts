@@ -2,6 +2,7 @@
 // grouping keeps every run's order, chunks respect max_payload, the message id names the
 // content, and messages written before batching (one record each) are still stored.
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { test } from 'node:test';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
@@ -135,6 +136,18 @@ test('merged messages of one thread and run read as their records encoded togeth
   assert.notEqual(mergedMsgId(ids), mergedMsgId(ids.slice(0, 2)));
   assert.notEqual(mergedMsgId(ids), mergedMsgId(['t:a1+2:x', 't:c1+3:y', 't:b1']));
   assert.ok(mergedMsgId(ids).startsWith('t:a1+2:x&3:'));
+  // The id names the content the same way across versions (a retry during a rolling upgrade is
+  // still a duplicate): SHA-256 of the ids, a line each, base64url, 22 characters.
+  const lines = createHash('sha256');
+  for (const id of ids) lines.update(`${id}\n`);
+  assert.equal(mergedMsgId(ids), `t:a1+2:x&3:${lines.digest('base64url').slice(0, 22)}`);
+  const records = [logRecord('t', 'r', 'e1'), logRecord('t', 'r', 'e2'), logRecord('t', 'r', 'e3')];
+  const eventLines = createHash('sha256');
+  for (const r of records) eventLines.update(`${r.event_id}\n`);
+  assert.equal(
+    encodeLogMessages(records, 1 << 20)[0]?.msgId,
+    `t:e1+3:${eventLines.digest('base64url').slice(0, 22)}`,
+  );
 });
 
 test('a log message that is not ingest-shaped is refused naming the field', () => {
