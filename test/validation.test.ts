@@ -64,6 +64,26 @@ const CASES: [string, (e: Event) => Event | Event[], RegExp][] = [
   ],
   ['content Infinity', (e) => ({ ...e, content_json: 'Infinity' }), /events\[1\]\.content_json/],
   [
+    'content with a number past a double (1e999999)',
+    (e) => ({ ...e, content_json: '{"x":1e999999}' }),
+    /events\[1\]\.content_json: holds a number beyond the range of a double/,
+  ],
+  [
+    'content with a negative number past a double, deep in an array',
+    (e) => ({ ...e, content_json: '[1,[2,{"y":[-1.5E+400]}]]' }),
+    /events\[1\]\.content_json: holds a number beyond the range of a double/,
+  ],
+  [
+    'content with a 400-digit integer',
+    (e) => ({ ...e, content_json: `{"n":${'9'.repeat(400)}}` }),
+    /events\[1\]\.content_json: holds a number beyond the range of a double/,
+  ],
+  [
+    'metadata with a number past a double',
+    (e) => ({ ...e, metadata_json: '{"n":2e308}' }),
+    /events\[1\]\.metadata_json: holds a number beyond the range of a double/,
+  ],
+  [
     'content with \\u0000',
     (e) => ({ ...e, content_json: '{"x":"a\\u0000b"}' }),
     /events\[1\]\.content_json: .*\\u0000/,
@@ -199,6 +219,17 @@ test('on PublishStream a bad request ends the stream with INVALID_ARGUMENT namin
     rows.rows.map((r) => r.event_id),
     ['ok-0'],
   );
+});
+
+test('numbers a double holds, or only more precisely than it can, are kept as written', async () => {
+  const t = randomName('t-');
+  // Each is accepted and returned as its text; only a magnitude past a double's is refused.
+  const content =
+    '{"max":1.7976931348623157e308,"exp":1e308,"tiny":1e-999999,"id":123456789012345678901234567890,' +
+    `"zeros":1${'0'.repeat(300)},"fraction":0.${'0'.repeat(400)}1,"text":"1e999999 and ${'9'.repeat(400)}"}`;
+  await stack.client.publish([{ ...good(t), content_json: content }], 'PERSISTED');
+  const rows = await stack.db.query('SELECT content::text AS c FROM run_events WHERE thread_id = $1', [t]);
+  assert.equal(rows.rows[0]?.c, content);
 });
 
 test('missing event_id: the broker assigns a time-ordered UUIDv7', async () => {

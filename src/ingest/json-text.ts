@@ -53,6 +53,53 @@ export function jsonTextProblem(text: string, maxDepth: number): string | undefi
   return undefined;
 }
 
+/**
+ * Whether a parsed JSON value holds a number JSON.parse read as ±Infinity: a literal beyond
+ * the range of an IEEE 754 double (`1e999`, 400 digits). JSON's grammar allows it, but few
+ * readers can hold it: JavaScript reads it as Infinity (and writes that back as null), Go's
+ * encoding/json refuses the whole document. RFC 7493 (I-JSON) asks for no numbers beyond a
+ * double's magnitude, and the broker refuses them; numbers only more precise than a double
+ * holds (a 20-digit id, 1e-999) are kept as written. `text` is the value's JSON text: only one
+ * with an exponent of 3 digits or a run of 309 digits can hold such a number, and only such a
+ * text is walked (without recursion).
+ */
+export function holdsInfiniteNumber(text: string, value: unknown): boolean {
+  if (!HUGE_EXPONENT.test(text) && !hasDigitRun(text, DOUBLE_MAX_DIGITS + 1)) return false;
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const v = stack.pop();
+    if (typeof v === 'number') {
+      if (!Number.isFinite(v)) return true;
+    } else if (Array.isArray(v)) {
+      for (const item of v) stack.push(item);
+    } else if (v !== null && typeof v === 'object') {
+      for (const item of Object.values(v)) stack.push(item);
+    }
+  }
+  return false;
+}
+
+/** An exponent of 100 or more: a number that may pass a double's magnitude (~1.8e308). */
+const HUGE_EXPONENT = /[eE]\+?\d{3}/;
+/** Digits of the largest double's integer part: a run of more may pass its magnitude. */
+const DOUBLE_MAX_DIGITS = 308;
+
+/** Whether the text has `n` ASCII digits in a row; one pass (a regex `\d{n}` may rescan each run). */
+function hasDigitRun(text: string, n: number): boolean {
+  if (text.length < n) return false;
+  let run = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c >= ZERO && c <= NINE) {
+      if (++run >= n) return true;
+    } else run = 0;
+  }
+  return false;
+}
+
+const ZERO = 0x30;
+const NINE = 0x39;
+
 const BACKSLASH = 0x5c;
 const LOWER_U = 0x75;
 const QUOTE = 0x22;

@@ -9,7 +9,7 @@ import { EVENT_TYPE_PATTERN, optionalId, requiredId } from '../domain/ids.js';
 import { TIME_TEXT_RULE, timeTextMs } from '../domain/time-text.js';
 import { InvalidArgumentError, quote } from '../errors.js';
 import type { Event__Output } from '../gen/runstream/v1/Event.js';
-import { jsonTextProblem } from './json-text.js';
+import { holdsInfiniteNumber, jsonTextProblem } from './json-text.js';
 
 export interface ValidationLimits {
   readonly maxContentBytes: number;
@@ -133,7 +133,8 @@ function categoryOf(e: Event__Output, path: string): string {
 /**
  * JSON.parse refuses NaN, Infinity, trailing garbage and raw control characters (V8's parser
  * does not recurse, so depth cannot hurt it). What it accepts but Postgres cannot store is
- * refused too: see {@link jsonTextProblem}.
+ * refused too: see {@link jsonTextProblem}; and numbers past a double's range, which readers
+ * cannot hold ({@link holdsInfiniteNumber}).
  */
 function checkJson(text: string, field: string, mustBeObject: boolean, maxDepth: number): void {
   if (text === '') throw new InvalidArgumentError(field, 'is required (any JSON value, e.g. null)');
@@ -149,6 +150,12 @@ function checkJson(text: string, field: string, mustBeObject: boolean, maxDepth:
   }
   const problem = jsonTextProblem(text, maxDepth);
   if (problem !== undefined) throw new InvalidArgumentError(field, problem);
+  if (holdsInfiniteNumber(text, value)) {
+    throw new InvalidArgumentError(
+      field,
+      'holds a number beyond the range of a double (about ±1.8e308), which most JSON readers cannot hold',
+    );
+  }
 }
 
 const MIN_TIMESTAMP_S = Date.UTC(1970, 0, 1) / 1000;
