@@ -12,8 +12,9 @@
  *  - grpc      B-grpc, a bare grpc-js client stream of PublishRequests, 100 events each;
  *  - floor     B-path, scenario 3's (and 8's) load at 5,000 events/s through the broker's processes and
  *              servers built from the bare clients (nats.js, pg, ws): the latency floor of the parts;
- *              and B-grpc-acks, the same load against a bare grpc-js Ingest server answering acks
- *              at once: the CPU floor of ingest's gRPC;
+ *              B-grpc-acks, the same load against a bare grpc-js Ingest server answering acks
+ *              at once: the CPU floor of ingest's gRPC; B-ingest, that server publishing each
+ *              request to JetStream before answering: the CPU floor of ingest;
  *  - e2e       1: full speed, ACCEPTED acks, delivered to a WebSocket subscription per thread:
  *              e2e events/s vs B-pg, and the persister's lag;
  *  - ingest    2: the same run's ACCEPTED acks, events/s vs B-js;
@@ -212,6 +213,8 @@ interface RunResult {
   floorReceipts?: PathFloorResult;
   /** B-grpc-acks: scenario 3's load against a bare gRPC server answering acks (ingest's CPU floor). */
   floorGrpc?: GrpcAcksResult;
+  /** B-ingest: the same with the bare server publishing each request to JetStream first (ingest's floor). */
+  floorIngest?: GrpcAcksResult;
   /** B-path at full speed, 100 events a message: scenario 1's throughput floor. */
   floorFullSpeed?: PathFloorFullSpeedResult;
   /** CPU per event by stage, one broker process per stage: at 1 and at 100 events per request. */
@@ -453,6 +456,16 @@ async function main(): Promise<void> {
       } catch (err) {
         run.errors.push(`B-grpc-acks: ${(err as Error).message}`);
         log(`${tag} B-grpc-acks FAILED: ${(err as Error).stack ?? err}`);
+      }
+    }
+    if (only.has('floor') && (await ready(run, 'B-ingest', ESTIMATE_MS.fixedRate, startedAt))) {
+      try {
+        const res = await runGrpcAcks({ ...PLAN.fixedRate, rate: TARGET_RATE }, servers);
+        run.floorIngest = res;
+        log(`${tag} B-ingest        ${grpcAcksText(res)}`);
+      } catch (err) {
+        run.errors.push(`B-ingest: ${(err as Error).message}`);
+        log(`${tag} B-ingest FAILED: ${(err as Error).stack ?? err}`);
       }
     }
     if (only.has('floor') && (await ready(run, 'B-path full speed', ESTIMATE_MS.fullSpeed, startedAt))) {
@@ -1099,6 +1112,15 @@ function tableRows(runs: readonly RunResult[]): Row[] {
       ['send → ack p50 ms', (f) => f.ackLatency.p50],
       ['send → ack p99 ms', (f) => f.ackLatency.p99],
     ]);
+    floorRowsOf(
+      `B-ingest bare gRPC server publishing to JetStream, ${fmt(TARGET_RATE, 0)} events/s`,
+      (r) => r.floorIngest,
+      [
+        ['server CPU µs/event', (f) => f.cpuUsPerEvent?.broker ?? Number.NaN],
+        ['send → ack p50 ms', (f) => f.ackLatency.p50],
+        ['send → ack p99 ms', (f) => f.ackLatency.p99],
+      ],
+    );
     floorRowsOf('B-path full speed, 100 events/message', (r) => r.floorFullSpeed, [
       ['e2e events/s', (f) => f.e2eEventsPerS],
       ['relay + nats + pg CPU µs/event', (f) => stackCpu(f.cpuUsPerEvent) ?? Number.NaN],

@@ -179,6 +179,7 @@ test('the floor table sets the broker beside the bare parts of the same run, med
     floor: { rate: 5000, e2eLatency: l(floor, floor * 3), cpuUsPerEvent: { broker: floor * 7, nats: 99 } },
     floorReceipts: { rate: 5000, receiptLatency: l(floor - 1, floor * 2) },
     floorGrpc: { rate: 5000, cpuUsPerEvent: { broker: floor * 2, nats: 0 } },
+    floorIngest: { rate: 5000, cpuUsPerEvent: { broker: floor * 3, nats: 0 } },
   });
   const input = reportInputFrom({
     ...RESULTS,
@@ -203,8 +204,9 @@ test('the floor table sets the broker beside the bare parts of the same run, med
       ['scenario 8, PERSISTED ack p50 ms (B-path: commit receipt)', 40, 4],
       ['scenario 8, PERSISTED ack p99 ms (B-path: commit receipt)', 100, 10],
       ['ingest CPU µs/event, 1 event/request (B-grpc-acks: bare gRPC server)', 60, 10],
+      ['ingest CPU µs/event, 1 event/request (B-ingest: bare gRPC server + JetStream publish)', 60, 15],
       ['persister + fan-out CPU µs/event, 1 event/request (B-path: relay)', 60, 35],
-      ['broker CPU µs/event, 1 event/request (B-grpc-acks + B-path relay)', 120, 45],
+      ['broker CPU µs/event, 1 event/request (B-ingest + B-path relay)', 120, 50],
       ['scenario 1, e2e events/s (B-path at full speed)', 20_000, 50_000],
       ['scenario 1, e2e ÷ B-pg of the run (target ≥ 0.5)', 0.2, 0.5],
       ['persister + fan-out CPU µs/event, 100 events/request (B-path relay at full speed)', 40, 5],
@@ -214,7 +216,7 @@ test('the floor table sets the broker beside the bare parts of the same run, med
   const md = renderSummary(input, '/somewhere/bench/results/x.json');
   assert.ok(md.includes('| scenario 3, send → WebSocket p50 ms | 20.0 | 5.00 | 4.00× |'), md);
   assert.ok(
-    md.includes('| broker CPU µs/event, 1 event/request (B-grpc-acks + B-path relay) | 120 | 45.0 | 2.67× |'),
+    md.includes('| broker CPU µs/event, 1 event/request (B-ingest + B-path relay) | 120 | 50.0 | 2.40× |'),
     md,
   );
   assert.equal(reportInputFrom(RESULTS).floor, undefined, 'a run without a floor has no table');

@@ -137,14 +137,19 @@ const FLOOR_FIGURES: readonly (readonly [string, (r: Json) => unknown, (r: Json)
     (r) => floorCpu(r, 'floorGrpc'),
   ],
   [
+    'ingest CPU µs/event, 1 event/request (B-ingest: bare gRPC server + JetStream publish)',
+    (r) => stageCpu(r, ['ingest']),
+    (r) => floorCpu(r, 'floorIngest'),
+  ],
+  [
     'persister + fan-out CPU µs/event, 1 event/request (B-path: relay)',
     (r) => stageCpu(r, ['persister', 'fanout']),
     (r) => floorCpu(r, 'floor'),
   ],
   [
-    'broker CPU µs/event, 1 event/request (B-grpc-acks + B-path relay)',
+    'broker CPU µs/event, 1 event/request (B-ingest + B-path relay)',
     (r) => stageCpu(r, ['ingest', 'persister', 'fanout']),
-    (r) => num(floorCpu(r, 'floorGrpc')) + num(floorCpu(r, 'floor')),
+    (r) => num(floorCpu(r, 'floorIngest')) + num(floorCpu(r, 'floor')),
   ],
   [
     'scenario 1, e2e events/s (B-path at full speed)',
@@ -211,7 +216,11 @@ function targetLatency(run: Json): Json | undefined {
 function floorRows(runs: readonly Json[]): FloorRow[] {
   const measured = runs.filter(
     (r) =>
-      isObject(r.floor) || isObject(r.floorReceipts) || isObject(r.floorGrpc) || isObject(r.floorFullSpeed),
+      isObject(r.floor) ||
+      isObject(r.floorReceipts) ||
+      isObject(r.floorGrpc) ||
+      isObject(r.floorIngest) ||
+      isObject(r.floorFullSpeed),
   );
   if (measured.length === 0) return [];
   return FLOOR_FIGURES.map(([metric, broker, floor]) => ({
@@ -431,7 +440,8 @@ export function renderSummary(input: BenchReportInput, resultsFile: string): str
       "Against the floor of the parts, in the same run: B-path sends scenario 3's load through the same",
       'processes and servers with the bare clients alone (`bench/loadgen/path-floor.ts`), and at full',
       "speed scenario 1's; B-grpc-acks sends scenario 3's load to a bare grpc-js server that answers each",
-      "request's acks at once (`bench/loadgen/grpc-acks-server.ts`). The broker's CPU is `stages`:",
+      "request's acks at once (`bench/loadgen/grpc-acks-server.ts`), and B-ingest to the same server",
+      "publishing each request to JetStream with bare nats.js before it answers. The broker's CPU is `stages`:",
       '',
       '| figure | broker | floor (bare parts) | broker ÷ floor |',
       '| --- | ---: | ---: | ---: |',
