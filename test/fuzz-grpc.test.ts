@@ -3,7 +3,7 @@
 // serializers so any bytes go out; hand-written Publish requests with hostile fields; and
 // content_json / metadata_json at and over the documented limits (256 KiB, strings of `\\`
 // that double when escaped, JSON nested 100 000 deep with and without `\u` escapes, `\u0000`,
-// lone surrogates). The broker is a child process.
+// lone surrogates, numbers past a double's range). The broker is a child process.
 //
 // What a correct broker does (docs/protocol.md §3, §4, §7, §12; docs/api.md "Errors"): bytes
 // that are not the request message get INVALID_ARGUMENT, never INTERNAL or UNKNOWN; a request
@@ -195,13 +195,18 @@ const isSafe = (v: unknown, min = 0): boolean => typeof v === 'number' && Number
 const idOk = (v: unknown): boolean => typeof v === 'string' && ID.test(v);
 const optId = (v: unknown): boolean => v === '' || idOk(v);
 
-/** Every string in a JSON value (keys too) is well-formed UTF-16 without NUL; walked without recursion. */
+/**
+ * Every string in a JSON value (keys too) is well-formed UTF-16 without NUL, and every number
+ * within a double's range (JSON.parse gives ±Infinity past it); walked without recursion.
+ */
 function storable(value: unknown): boolean {
   const stack: unknown[] = [value];
   while (stack.length > 0) {
     const v = stack.pop();
     if (typeof v === 'string') {
       if (!v.isWellFormed() || v.includes('\0')) return false;
+    } else if (typeof v === 'number') {
+      if (!Number.isFinite(v)) return false;
     } else if (Array.isArray(v)) stack.push(...v);
     else if (v !== null && typeof v === 'object') {
       for (const [k, x] of Object.entries(v)) stack.push(k, x);
@@ -943,6 +948,15 @@ const LIMIT_CASES: readonly LimitCase[] = [
     refused: 'events[0].metadata_json',
   },
   { name: 'content_json with a surrogate pair', events: [{ content_json: '"\\ud83d\\ude00"' }] },
+  {
+    name: 'content_json with 256 KiB of digits, one run: a number past a double',
+    events: [{ content_json: `[${'7'.repeat(256 * 1024 - 2)}]` }],
+    refused: 'events[0].content_json',
+  },
+  {
+    name: 'content_json with 256 KiB of 308-digit numbers: each within a double',
+    events: [{ content_json: `[${Array.from({ length: 840 }, () => `1${'0'.repeat(307)}`).join(',')}]` }],
+  },
   {
     name: '5 000 events in one request',
     events: Array.from({ length: MAX_EVENTS }, (_, i) => ({ content_json: String(i) })),
