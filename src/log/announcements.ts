@@ -57,31 +57,17 @@ export function encodeEvents(events: readonly StoredEvent[]): string {
 export function chunkEvents(events: readonly StoredEvent[], maxBytes: number): string[] {
   const chunks: string[] = [];
   let lines: string[] = [];
-  // A UTF-16 unit takes at most 3 UTF-8 bytes: lines are counted at that bound, and measured (each
-  // once) only when the bound would pass the limit. `exact` bytes are lines[0, measured)'s.
-  let exact = 0;
-  let bound = 0;
-  let measured = 0;
+  let bytes = 0;
   for (const e of events) {
     const line = eventJson(e);
-    let size = 3 * line.length + 1;
-    if (exact + bound + size > maxBytes) {
-      for (; measured < lines.length; measured++) exact += Buffer.byteLength(lines[measured] as string) + 1;
-      bound = 0;
-      size = Buffer.byteLength(line) + 1;
-      if (lines.length > 0 && exact + size > maxBytes) {
-        chunks.push(lines.join(EVENT_SEPARATOR));
-        lines = [];
-        exact = 0;
-        measured = 0;
-      }
-      lines.push(line);
-      exact += size;
-      measured++;
-      continue;
+    const size = Buffer.byteLength(line) + 1;
+    if (lines.length > 0 && bytes + size > maxBytes) {
+      chunks.push(lines.join(EVENT_SEPARATOR));
+      lines = [];
+      bytes = 0;
     }
     lines.push(line);
-    bound += size;
+    bytes += size;
   }
   if (lines.length > 0) chunks.push(lines.join(EVENT_SEPARATOR));
   return chunks;
