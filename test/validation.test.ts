@@ -79,6 +79,11 @@ const CASES: [string, (e: Event) => Event | Event[], RegExp][] = [
     /events\[1\]\.content_json: holds a number beyond the range of a double/,
   ],
   [
+    'content with 301 digits and a 1-digit exponent',
+    (e) => ({ ...e, content_json: `{"n":1${'0'.repeat(300)}e9}` }),
+    /events\[1\]\.content_json: holds a number beyond the range of a double/,
+  ],
+  [
     'metadata with a number past a double',
     (e) => ({ ...e, metadata_json: '{"n":2e308}' }),
     /events\[1\]\.metadata_json: holds a number beyond the range of a double/,

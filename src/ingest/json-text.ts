@@ -60,11 +60,11 @@ export function jsonTextProblem(text: string, maxDepth: number): string | undefi
  * encoding/json refuses the whole document. RFC 7493 (I-JSON) asks for no numbers beyond a
  * double's magnitude, and the broker refuses them; numbers only more precise than a double
  * holds (a 20-digit id, 1e-999) are kept as written. `text` is the value's JSON text: only one
- * with an exponent of 3 digits or a run of 309 digits can hold such a number, and only such a
+ * with an exponent of 3 digits or a run of 210 digits can hold such a number, and only such a
  * text is walked (without recursion).
  */
 export function holdsInfiniteNumber(text: string, value: unknown): boolean {
-  if (!HUGE_EXPONENT.test(text) && !hasDigitRun(text, DOUBLE_MAX_DIGITS + 1)) return false;
+  if (!HUGE_EXPONENT.test(text) && !hasDigitRun(text, HUGE_DIGIT_RUN)) return false;
   const stack: unknown[] = [value];
   while (stack.length > 0) {
     const v = stack.pop();
@@ -81,8 +81,11 @@ export function holdsInfiniteNumber(text: string, value: unknown): boolean {
 
 /** An exponent of 100 or more: a number that may pass a double's magnitude (~1.8e308). */
 const HUGE_EXPONENT = /[eE]\+?\d{3}/;
-/** Digits of the largest double's integer part: a run of more may pass its magnitude. */
-const DOUBLE_MAX_DIGITS = 308;
+/**
+ * A run of this many digits may pass a double's magnitude: 309 alone, or 210 with a 2-digit
+ * exponent (209 digits × 1e99 stays below 1e308).
+ */
+const HUGE_DIGIT_RUN = 210;
 
 /** Whether the text has `n` ASCII digits in a row; one pass (a regex `\d{n}` may rescan each run). */
 function hasDigitRun(text: string, n: number): boolean {
