@@ -96,7 +96,11 @@ export async function startBase(config: Config, log: Logger, closers: Closers): 
     new Promise<'waiting'>((resolve) => setTimeout(() => resolve('waiting'), FIRST_DATABASE_TRY_MS)),
   ]);
   if (firstTry === 'waiting') {
-    database.catch((err: unknown) => log.error({ err }, 'migrations failed: this node stays not ready'));
+    database.catch((err: unknown) => {
+      // A shutdown stops the wait: that is no failure.
+      if (stopWaiting.signal.aborted) log.info('stopped waiting for postgres: shutting down');
+      else log.error({ err }, 'migrations failed: this node stays not ready');
+    });
   }
 
   const nc = await connectNats(config.natsUrl, `runstream-${process.pid}`, log);
