@@ -1,4 +1,5 @@
 /** Read queries over the event log. Always parameterised; seq cursors only. */
+import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import {
   ASSISTANT_TYPES,
@@ -7,7 +8,7 @@ import {
   type StoredToolCall,
   TOOL_CALL_TYPES,
 } from '../domain/chat.js';
-import { categoryName, categoryNumber, type StoredEvent } from '../domain/event.js';
+import { categoryName, categoryNumber, type eventJson, type StoredEvent } from '../domain/event.js';
 import type { EventFilter } from '../domain/filter.js';
 import { TERMINAL_EVENT_TYPES } from '../domain/run-lifecycle.js';
 
@@ -83,6 +84,25 @@ export interface PageRead {
 /** Seqs one statement of a page reads at most once its windows have grown (unless the page is larger). */
 const MAX_WINDOW = 16_384;
 
+/** Names of the page statements, by text: a few dozen shapes (which clauses are in use). */
+const statementNames = new Map<string, string>();
+/** More shapes than this are not expected; past it, a statement runs unnamed (planned each time). */
+const MAX_STATEMENT_NAMES = 256;
+
+/**
+ * A name for a page statement's text, so that each connection prepares it once (planning was
+ * a tenth of a catch-up page's time). Its values are all parameters, so a shape has one text.
+ */
+function statementName(text: string): string | undefined {
+  let name = statementNames.get(text);
+  if (name === undefined) {
+    if (statementNames.size >= MAX_STATEMENT_NAMES) return undefined;
+    name = `rs_page_${createHash('sha256').update(text).digest('hex').slice(0, 24)}`;
+    statementNames.set(text, name);
+  }
+  return name;
+}
+
 /** The highest seq a thread ever had, or NULL (SQL; the thread id is $1). */
 const HEAD_SQL = `GREATEST((SELECT max(seq) FROM run_events WHERE thread_id = $1),
                            (SELECT head_seq FROM thread_heads WHERE thread_id = $1))`;
@@ -110,6 +130,80 @@ export async function listEventsPage(db: pg.Pool | pg.ClientBase, q: PageQuery):
 
 /** {@link listEventsPage}, saying whether the page was cut at its byte budget. */
 export async function readEventsPage(db: pg.Pool | pg.ClientBase, q: PageQuery): Promise<PageRead> {
+  return readPage(db, q, STORED);
+}
+
+/**
+ * An event as a page of {@link readEventJsonPage} holds it: the fields a subscription filters
+ * and ends on, and its client-facing JSON text ({@link eventJson}'s), written by Postgres.
+ */
+export class EventText {
+  constructor(
+    readonly seq: number,
+    readonly run_id: string,
+    readonly category: string,
+    readonly event_type: string,
+    readonly user_id: string,
+    readonly text: string,
+  ) {}
+  json(): string {
+    return this.text;
+  }
+}
+
+/**
+ * {@link readEventsPage}, each event as its client-facing JSON text. Postgres writes the
+ * text, so the broker parses 7 columns a row instead of 13 and builds nothing (catch-up).
+ */
+export async function readEventJsonPage(
+  db: pg.Pool | pg.ClientBase,
+  q: PageQuery,
+): Promise<{ readonly events: EventText[]; readonly truncated: boolean; readonly bytes: number }> {
+  return readPage(db, q, JSON_TEXT);
+}
+
+/** What a page's rows are read as: the outer select list over `e.*`, and each row's reading. */
+interface RowShape<T> {
+  readonly columns: string;
+  readonly row: (r: never) => T;
+}
+
+const STORED: RowShape<StoredEvent> = {
+  columns: `e.seq, e.stream_offset, e.thread_id, e.run_id, e.event_id, e.event_type, e.category, e.category_name,
+    e.user_id, e.created_at, e.created_at_text, e.content, e.metadata`,
+  row: (r: EventRow) => toStored(r),
+};
+
+/**
+ * {@link eventJson} in SQL (test/event-text.test.ts holds the two to the same bytes). Ids,
+ * categories and the created_at texts need no escaping (their patterns hold no quote, backslash
+ * or control character); event types are printable ASCII, which to_json escapes as
+ * JSON.stringify does. Every column is NOT NULL but the two COALESCEd ones.
+ */
+const EVENT_JSON_SQL = `'{"seq":' || e.seq || ',"offset":' || e.stream_offset || ',"thread_id":"' || e.thread_id
+  || '","run_id":"' || e.run_id || '","event_id":"' || e.event_id || '","event_type":' || to_json(e.event_type)::text
+  || ',"category":"' || COALESCE(e.category_name, (ARRAY['message', 'trace', 'lifecycle'])[e.category])
+  || '","user_id":"' || e.user_id || '","created_at":"' || COALESCE(e.created_at_text, e.created_at)
+  || '","content":' || e.content || ',"metadata":' || e.metadata || '}'`;
+
+const JSON_TEXT: RowShape<EventText> = {
+  columns: `e.seq, e.run_id, COALESCE(e.category_name, (ARRAY['message', 'trace', 'lifecycle'])[e.category]) AS category,
+    e.event_type, e.user_id, ${EVENT_JSON_SQL} AS json`,
+  row: (r: {
+    seq: string;
+    run_id: string;
+    category: string;
+    event_type: string;
+    user_id: string;
+    json: string;
+  }) => new EventText(Number(r.seq), r.run_id, r.category, r.event_type, r.user_id, r.json),
+};
+
+async function readPage<T extends { readonly seq: number }>(
+  db: pg.Pool | pg.ClientBase,
+  q: PageQuery,
+  shape: RowShape<T>,
+): Promise<{ events: T[]; truncated: boolean; bytes: number }> {
   const filtered =
     q.filter.runId !== undefined ||
     q.filter.categories !== undefined ||
@@ -117,21 +211,36 @@ export async function readEventsPage(db: pg.Pool | pg.ClientBase, q: PageQuery):
     q.filter.userId !== undefined ||
     q.taskId !== undefined;
   let window = Math.min(filtered ? 2 * q.limit : q.limit, Math.max(MAX_WINDOW, q.limit));
-  const events: StoredEvent[] = [];
+  const events: T[] = [];
   let bytes = 0;
   let bounds: Bounds = 'resolve';
   for (;;) {
     const left = q.maxBytes === undefined ? undefined : q.maxBytes - bytes;
-    const read = await readWindow(db, q, bounds, window, q.limit - events.length, left);
+    const read: WindowRead<T> | undefined = await readWindow<T>(
+      db,
+      q,
+      shape,
+      bounds,
+      window,
+      q.limit - events.length,
+      left,
+    );
     if (!read) return { events, truncated: false, bytes }; // no such thread (or run) range at all
     for (const e of read.events) events.push(e);
     bytes += read.bytes;
     if (q.maxBytes !== undefined && bytes >= q.maxBytes) return { events, truncated: true, bytes };
-    const { lo, hi } = read;
+    const { lo, hi }: { lo: number; hi: number } = read;
     bounds = q.descending ? { lo, hi: Math.max(lo, hi - window) } : { lo: Math.min(hi, lo + window), hi };
     if (events.length >= q.limit || bounds.lo >= bounds.hi) return { events, truncated: false, bytes };
     window = Math.min(2 * window, Math.max(MAX_WINDOW, q.limit));
   }
+}
+
+interface WindowRead<T> {
+  readonly events: T[];
+  readonly lo: number;
+  readonly hi: number;
+  readonly bytes: number;
 }
 
 /**
@@ -140,14 +249,15 @@ export async function readEventsPage(db: pg.Pool | pg.ClientBase, q: PageQuery):
  * `maxBytes` when given. Returns the range it was given or resolved, and the bytes the rows
  * hold, or undefined when the resolving statement returned no row at all.
  */
-async function readWindow(
+async function readWindow<T>(
   db: pg.Pool | pg.ClientBase,
   q: PageQuery,
+  shape: RowShape<T>,
   bounds: Bounds,
   window: number,
   limit: number,
   maxBytes: number | undefined,
-): Promise<{ events: StoredEvent[]; lo: number; hi: number; bytes: number } | undefined> {
+): Promise<WindowRead<T> | undefined> {
   const values: unknown[] = [q.threadId];
   const param = (v: unknown): string => {
     values.push(v);
@@ -218,14 +328,18 @@ async function readWindow(
           FROM (${rowsSql}) r
       ) s WHERE s.page_bytes - s.row_bytes < ${param(maxBytes)}`;
   }
-  const { rows } = await db.query<Partial<EventRow> & { lo: string; hi: string; page_bytes?: string }>(
-    `WITH b AS MATERIALIZED (${range}) SELECT b.lo, b.hi, e.* FROM b LEFT JOIN LATERAL (${rowsSql}) e ON true
-      ORDER BY e.${order}`,
+  const pageBytes = maxBytes === undefined ? '' : ', e.page_bytes';
+  const text = `WITH b AS MATERIALIZED (${range}) SELECT b.lo, b.hi, ${shape.columns}${pageBytes}
+       FROM b LEFT JOIN LATERAL (${rowsSql}) e ON true ORDER BY e.${order}`;
+  const { rows } = await db.query<{ seq: string | null; lo: string; hi: string; page_bytes?: string }>({
+    name: statementName(text),
+    text,
     values,
-  );
+  });
   const first = rows[0];
   if (!first) return undefined;
-  const events = first.seq === null ? [] : rows.map((r) => toStored(r as EventRow));
+  const row = shape.row as (r: unknown) => T;
+  const events = first.seq === null ? [] : rows.map(row);
   const bytes = Number(rows[rows.length - 1]?.page_bytes ?? 0);
   return { events, lo: Number(first.lo), hi: Number(first.hi), bytes };
 }

@@ -15,7 +15,6 @@
  */
 import type pg from 'pg';
 import type { LogBounds, StartCursor } from '../../domain/cursor.js';
-import { eventJson, type StoredEvent } from '../../domain/event.js';
 import { type EventFilter, type FilterableEvent, isFiltered, matches } from '../../domain/filter.js';
 import { hasEnded, isTerminal, type RunStatusName } from '../../domain/run-lifecycle.js';
 import { ErrorCode, RunstreamError, toRunstreamError } from '../../errors.js';
@@ -23,7 +22,7 @@ import type { CommittedEvent } from '../../log/announcements.js';
 import type { DeletionNotice } from '../../log/deletion-notices.js';
 import type { ThreadFeeds } from '../../log/thread-feed.js';
 import type { Logger } from '../../logger.js';
-import { headSeq, readEventsPage, seqAtOffset } from '../../persist/queries.js';
+import { type EventText, headSeq, readEventJsonPage, seqAtOffset } from '../../persist/queries.js';
 import { getRun } from '../../persist/runs.js';
 import { liveDelivery } from './delivery-turns.js';
 import type { LiveSubscriptions } from './live-subscriptions.js';
@@ -303,7 +302,7 @@ export class Subscription {
     const head = await headSeq(pool, this.threadId);
     const upto = this.#filtered ? head : undefined;
     const read = (afterSeq: number) =>
-      readEventsPage(pool, {
+      readEventJsonPage(pool, {
         threadId: this.threadId,
         afterSeq,
         uptoSeq: upto,
@@ -321,7 +320,7 @@ export class Subscription {
       const full = page.length === pageSize || truncated;
       // The next page is read while this one is written (it is dropped if the subscription ends).
       if (full) {
-        next = read((page[page.length - 1] as StoredEvent).seq);
+        next = read((page[page.length - 1] as EventText).seq);
         next.catch(() => undefined);
       }
       let i = 0;
@@ -336,16 +335,9 @@ export class Subscription {
           this.#checkingEnd === undefined &&
           (i === first || !sink.backlogged)
         ) {
-          const e = page[i++] as StoredEvent;
+          const e = page[i++] as EventText;
           // No contiguity check: deleting a run leaves a hole, and Postgres order is the truth.
-          this.#pass({
-            seq: e.seq,
-            run_id: e.run_id,
-            category: e.category,
-            event_type: e.event_type,
-            user_id: e.user_id,
-            json: () => eventJson(e),
-          });
+          this.#pass(e);
         }
       };
       while (i < page.length) {
