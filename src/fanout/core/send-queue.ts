@@ -25,8 +25,11 @@ import type { TransportLabel } from '../../metrics.js';
 
 /** How a transport puts frames on its wire. */
 export interface FrameWriter<F> {
-  /** Hands a frame to the socket; calls `done` once it has been written out, or the socket is gone. */
-  write(frame: F, done: () => void): void;
+  /**
+   * Hands a frame to the socket; calls `done` once it has been written out, or the socket is
+   * gone. `bytes` is what {@link size} said of it.
+   */
+  write(frame: F, done: () => void, bytes: number): void;
   /** The frame's size in bytes, as it counts against the queue. */
   size(frame: F): number;
   /** Runs `send`, which writes several frames, so that they leave in one write. Optional. */
@@ -192,7 +195,7 @@ export class SendQueue<F> {
       if (!this.backlogged) this.#wake();
     };
     this.#pending.add(release);
-    this.#writer.write(frame, release);
+    this.#writer.write(frame, release, bytes);
   }
 
   /** Runs `send` corked when the writer can: its frames leave in one write. */

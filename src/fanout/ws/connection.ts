@@ -25,6 +25,7 @@ import { refuseUnknownKeys, SUBSCRIBE_FIELDS, subscribeRequest } from '../core/r
 import type { SendQueue } from '../core/send-queue.js';
 import type { SubscriptionService } from '../core/service.js';
 import type { Subscription } from '../core/subscription.js';
+import { encodeTextFrames, type FrameText, RUN_COPY_LIMIT } from './frame-runs.js';
 import {
   cancelRequestedFrame,
   chatFrame,
@@ -69,7 +70,17 @@ export interface ConnectionOptions {
   readonly log: Logger;
 }
 
-type Frame = string | Buffer;
+type Frame = FrameText;
+
+/** Frames collected for one write, with their UTF-8 lengths and their send queue's releases. */
+interface FrameRun {
+  readonly texts: Frame[];
+  readonly bytes: number[];
+  readonly done: (() => void)[];
+}
+
+/** WebSocket.OPEN (a value import of ws's class is not needed for it). */
+const OPEN = 1;
 
 export class Connection {
   readonly #ws: WebSocket;
@@ -83,6 +94,8 @@ export class Connection {
   /** Subscriptions whose run is cancelled if the client goes away while they are active. */
   readonly #cancelOnDisconnect = new Map<Subscription, string>();
   readonly #stopExpiry: () => void;
+  /** The frames of the run being written ({@link #corked}): they leave as one buffer when it ends. */
+  #run: FrameRun | undefined;
   alive = true;
 
   constructor(ws: WebSocket, o: ConnectionOptions) {
@@ -91,7 +104,7 @@ export class Connection {
     this.#queue = o.service.queue<Frame>(
       'websocket',
       {
-        write: (frame, done) => ws.send(frame, TEXT, () => done()),
+        write: (frame, done, bytes) => this.#write(frame, done, bytes),
         size: (frame) => (typeof frame === 'string' ? Buffer.byteLength(frame) : frame.length),
         cork: (send) => this.#corked(send),
       },
@@ -117,13 +130,66 @@ export class Connection {
    * in a live delivery turn, one write for every subscription of the connection (delivery-turns.ts).
    */
   #corked(send: () => void): void {
-    // ws has no public cork; its maintainers point to the socket's (websockets/ws#1999).
-    const socket = (this.#ws as unknown as { _socket?: Duplex })._socket;
+    const socket = this.#socket();
     if (socket === undefined || this.#closed) {
       send();
       return;
     }
-    liveDelivery.corked(socket, send);
+    liveDelivery.corked(socket, () => this.#inRun(send));
+  }
+
+  /** ws has no public cork or socket; its maintainers point to the socket's (websockets/ws#1999). */
+  #socket(): Duplex | undefined {
+    return (this.#ws as unknown as { _socket?: Duplex })._socket;
+  }
+
+  /** Runs `send`, collecting the frames it writes into one run (frame-runs.ts), written when it returns. */
+  #inRun(send: () => void): void {
+    if (this.#run !== undefined) {
+      send();
+      return;
+    }
+    this.#run = { texts: [], bytes: [], done: [] };
+    try {
+      send();
+    } finally {
+      this.#flushRun();
+      this.#run = undefined;
+    }
+  }
+
+  #write(frame: Frame, done: () => void, bytes: number): void {
+    const run = this.#run;
+    if (run === undefined || bytes >= RUN_COPY_LIMIT) {
+      // A large frame is not copied: what the run holds goes first, then the frame as ws writes it.
+      if (run !== undefined) this.#flushRun();
+      this.#ws.send(frame, TEXT, () => done());
+      return;
+    }
+    run.texts.push(frame);
+    run.bytes.push(bytes);
+    run.done.push(done);
+  }
+
+  /** Writes the frames collected so far (collecting goes on, if it was on). */
+  #flushRun(): void {
+    const run = this.#run;
+    if (run === undefined || run.texts.length === 0) return;
+    this.#run = { texts: [], bytes: [], done: [] };
+    const socket = this.#socket();
+    // One frame gains nothing from a copy (a shared event frame is written as it is); a
+    // closing WebSocket is ws's to refuse frames on.
+    if (run.texts.length === 1 || socket === undefined || this.#ws.readyState !== OPEN) {
+      for (let i = 0; i < run.texts.length; i++) {
+        const done = run.done[i] as () => void;
+        this.#ws.send(run.texts[i] as Frame, TEXT, () => done());
+      }
+      return;
+    }
+    const done = run.done;
+    socket.write(encodeTextFrames(run.texts, run.bytes), () => {
+      for (const d of done) d();
+    });
   }
 
   /** A frame of the connection's own (not a subscription's): answers to frames, refusals. */
@@ -299,6 +365,8 @@ export class Connection {
 
   close(code = CLOSE_GOING_AWAY, reason = 'server shutting down'): void {
     this.#closedByServer = true;
+    // Frames collected before the close (a slow consumer's cursors) leave before its close frame.
+    this.#flushRun();
     this.#ws.close(code, reason);
     this.#onClose();
   }

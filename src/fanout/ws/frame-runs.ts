@@ -1,0 +1,60 @@
+/**
+ * Server text frames written in runs: the frames a connection sends together (a catch-up
+ * page's run, a delivery turn's events of one subscription) are framed here, per RFC 6455
+ * §5.2, into one buffer that the socket writes as one chunk.
+ *
+ * Handed to `ws` one by one, each frame is two chunks (its header and its text) that the
+ * socket gathers again in a writev: at catch-up speed that, and `ws`'s per-message work,
+ * were a third of the broker's CPU. The frames are the ones `ws` would write (unmasked, FIN,
+ * opcode 1; test/frame-runs.test.ts holds them to `ws`'s own bytes), so a client cannot tell.
+ * `ws` never compresses here (perMessageDeflate is off), so its sender writes nothing of its
+ * own but control frames, each in the order it is called, as the runs are.
+ */
+
+/** A frame's text, or its UTF-8 bytes (a shared event frame). */
+export type FrameText = string | Buffer;
+
+/** Frames at least this large are written as their own chunks, not copied into a run. */
+export const RUN_COPY_LIMIT = 64 * 1024;
+
+/** Bytes of the header of a server frame whose payload is `length` bytes. */
+export function headerLength(length: number): number {
+  return length < 126 ? 2 : length < 65_536 ? 4 : 10;
+}
+
+/** Writes the header of an unmasked, final text frame of `length` payload bytes at `at`; returns its end. */
+export function writeHeader(target: Buffer, at: number, length: number): number {
+  target[at] = 0x81; // FIN, opcode 1 (text)
+  if (length < 126) {
+    target[at + 1] = length;
+    return at + 2;
+  }
+  if (length < 65_536) {
+    target[at + 1] = 126;
+    target.writeUInt16BE(length, at + 2);
+    return at + 4;
+  }
+  target[at + 1] = 127;
+  target.writeUInt32BE(Math.floor(length / 2 ** 32), at + 2);
+  target.writeUInt32BE(length >>> 0, at + 6);
+  return at + 10;
+}
+
+/**
+ * The frames `texts` as one buffer: each one's header, then its UTF-8 bytes. `bytes[i]` is
+ * the UTF-8 length of `texts[i]` (the send queue has measured it already).
+ */
+export function encodeTextFrames(texts: readonly FrameText[], bytes: readonly number[]): Buffer {
+  let total = 0;
+  for (const n of bytes) total += headerLength(n) + n;
+  const out = Buffer.allocUnsafe(total);
+  let at = 0;
+  for (let i = 0; i < texts.length; i++) {
+    const text = texts[i] as FrameText;
+    const n = bytes[i] as number;
+    at = writeHeader(out, at, n);
+    at += typeof text === 'string' ? out.write(text, at, n, 'utf8') : text.copy(out, at);
+  }
+  if (at !== total) throw new Error(`frame run of ${total} bytes filled ${at}`);
+  return out;
+}
