@@ -151,11 +151,16 @@ test('pages cut at a byte budget, filtered and newest first are the same events 
   assert.equal(await bothWays({ ...base, afterSeq: 0, uptoSeq: N, descending: true, limit: 50 }), 50);
 });
 
-test('a page statement is prepared once per connection and serves every page of its shape', async () => {
+test('a catch-up page statement is prepared once per connection and serves every page of its shape', async () => {
   // Two different page sizes, one text: the second read on the same client reuses the statement.
   const client = new pg.Client({ connectionString: server.url });
   await client.connect();
+  const prepared = async () =>
+    (await client.query("SELECT 1 FROM pg_prepared_statements WHERE name LIKE 'rs\\_page\\_%'")).rowCount;
   try {
+    // History's pages, one a request in many shapes, are planned each time: nothing kept.
+    await readEventsPage(client, { threadId: T, afterSeq: 0, filter: NO_FILTER, limit: 10 });
+    assert.equal(await prepared(), 0);
     await readEventJsonPage(client, { threadId: T, afterSeq: 0, filter: NO_FILTER, limit: 10 });
     await readEventJsonPage(client, { threadId: T, afterSeq: 10, filter: NO_FILTER, limit: 20 });
     const { rows } = await client.query<{ name: string }>(

@@ -6,6 +6,8 @@
 import assert from 'node:assert/strict';
 import net, { type Socket } from 'node:net';
 import { test } from 'node:test';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import type { Event } from '../src/client/ingest-client.js';
 import { CLOSE_SLOW_CONSUMER } from '../src/fanout/ws/connection.js';
 import { randomName, type Stack, startStack } from './helpers/stack.js';
@@ -115,4 +117,45 @@ test('a subscriber that stops reading is cut off after the stall time, however l
   );
   assert.equal(freed, true);
   raw.destroy();
+});
+
+test('a live event frame shared by many subscribers that do not read is one copy in memory, as the budget counts it', async (t) => {
+  // The node's queue budget counts a shared frame once; the sockets must hold that one Buffer,
+  // not a copy each (a copy per connection is memory no limit sees: many paused clients of a
+  // busy thread would exhaust the process). More per connection than the kernel's socket
+  // buffers take (~4 MiB here), so the rest waits in each socket's own buffer.
+  v8.setFlagsFromString('--expose_gc');
+  const gc = vm.runInNewContext('gc') as () => void;
+  const PAUSED = 24;
+  const EVENTS = 640; // of 32 KB: ~21 MB for each subscriber, in batches of 20
+  const pad = 'y'.repeat(32 * 1024);
+  await using stack = await startStack({ wsMaxBufferedBytes: 64 * 1024 * 1024 });
+  const thread = randomName('shared-');
+  const reader = await stack.ws();
+  reader.subscribe('s', thread);
+  await reader.waitFor((f) => f.type === 'live');
+  const paused = [];
+  for (let i = 0; i < PAUSED; i++) {
+    const c = await stack.ws();
+    c.subscribe('s', thread);
+    await c.waitFor((f) => f.type === 'live');
+    (c.ws as unknown as { _socket: Socket })._socket.pause();
+    paused.push(c);
+  }
+  gc();
+  const before = process.memoryUsage().arrayBuffers;
+  for (let i = 0; i < EVENTS; i += 20) await stack.client.publish(events(thread, i, 20, pad), 'ACCEPTED');
+  // The reader has every event: each announcement was handed to every subscriber's socket.
+  await waitFor(() => reader.events('s').length === EVENTS, { timeoutMs: 60_000, what: 'every event live' });
+  const queued = stack.broker.fanoutMemory().queuedBytes;
+  gc();
+  const grown = process.memoryUsage().arrayBuffers - before;
+  const perSubscriber = EVENTS * pad.length;
+  const what = `buffers grew ${(grown / 2 ** 20).toFixed(1)} MiB; the budget counts ${(queued / 2 ** 20).toFixed(1)} MiB queued`;
+  assert.ok(queued > perSubscriber / 2, `${what}: the paused subscribers hold the events`);
+  assert.ok(queued < 2 * perSubscriber, `${what}: counted once`);
+  // One copy: ~20 MiB (and what the process holds besides: 19-41 in all); a copy each: ~410.
+  assert.ok(grown < 6 * perSubscriber, what);
+  t.diagnostic(what);
+  for (const c of paused) c.ws.terminate();
 });

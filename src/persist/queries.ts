@@ -84,14 +84,17 @@ export interface PageRead {
 /** Seqs one statement of a page reads at most once its windows have grown (unless the page is larger). */
 const MAX_WINDOW = 16_384;
 
-/** Names of the page statements, by text: a few dozen shapes (which clauses are in use). */
+/** Names of the catch-up page statements, by text: a few dozen shapes (which clauses are in use). */
 const statementNames = new Map<string, string>();
 /** More shapes than this are not expected; past it, a statement runs unnamed (planned each time). */
-const MAX_STATEMENT_NAMES = 256;
+const MAX_STATEMENT_NAMES = 128;
 
 /**
- * A name for a page statement's text, so that each connection prepares it once (planning was
- * a tenth of a catch-up page's time). Its values are all parameters, so a shape has one text.
+ * A name for a catch-up page statement's text, so that each connection prepares it once
+ * (planning was a tenth of a catch-up page's time). Its values are all parameters, so a shape
+ * has one text; the shapes are few (filters in use, a byte budget, the first window or the
+ * next), and the cap bounds the plans each Postgres connection keeps even so. History's reads,
+ * one page a request in many more shapes, are planned each time.
  */
 function statementName(text: string): string | undefined {
   let name = statementNames.get(text);
@@ -166,12 +169,15 @@ export async function readEventJsonPage(
 interface RowShape<T> {
   readonly columns: string;
   readonly row: (r: never) => T;
+  /** Its statements are prepared once per connection ({@link statementName}). */
+  readonly prepared: boolean;
 }
 
 const STORED: RowShape<StoredEvent> = {
   columns: `e.seq, e.stream_offset, e.thread_id, e.run_id, e.event_id, e.event_type, e.category, e.category_name,
     e.user_id, e.created_at, e.created_at_text, e.content, e.metadata`,
   row: (r: EventRow) => toStored(r),
+  prepared: false,
 };
 
 /**
@@ -197,6 +203,7 @@ const JSON_TEXT: RowShape<EventText> = {
     user_id: string;
     json: string;
   }) => new EventText(Number(r.seq), r.run_id, r.category, r.event_type, r.user_id, r.json),
+  prepared: true,
 };
 
 async function readPage<T extends { readonly seq: number }>(
@@ -332,7 +339,7 @@ async function readWindow<T>(
   const text = `WITH b AS MATERIALIZED (${range}) SELECT b.lo, b.hi, ${shape.columns}${pageBytes}
        FROM b LEFT JOIN LATERAL (${rowsSql}) e ON true ORDER BY e.${order}`;
   const { rows } = await db.query<{ seq: string | null; lo: string; hi: string; page_bytes?: string }>({
-    name: statementName(text),
+    name: shape.prepared ? statementName(text) : undefined,
     text,
     values,
   });

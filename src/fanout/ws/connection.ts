@@ -25,7 +25,7 @@ import { refuseUnknownKeys, SUBSCRIBE_FIELDS, subscribeRequest } from '../core/r
 import type { SendQueue } from '../core/send-queue.js';
 import type { SubscriptionService } from '../core/service.js';
 import type { Subscription } from '../core/subscription.js';
-import { encodeTextFrames, type FrameText, RUN_COPY_LIMIT } from './frame-runs.js';
+import { encodeTextFrames, RUN_COPY_LIMIT } from './frame-runs.js';
 import {
   cancelRequestedFrame,
   chatFrame,
@@ -70,11 +70,12 @@ export interface ConnectionOptions {
   readonly log: Logger;
 }
 
-type Frame = FrameText;
+/** A frame's text, or its UTF-8 bytes (a shared event frame: frames.ts). */
+type Frame = string | Buffer;
 
 /** Frames collected for one write, with their UTF-8 lengths and their send queue's releases. */
 interface FrameRun {
-  readonly texts: Frame[];
+  readonly texts: string[];
   readonly bytes: number[];
   readonly done: (() => void)[];
 }
@@ -153,15 +154,20 @@ export class Connection {
     try {
       send();
     } finally {
-      this.#flushRun();
-      this.#run = undefined;
+      try {
+        this.#flushRun();
+      } finally {
+        this.#run = undefined;
+      }
     }
   }
 
   #write(frame: Frame, done: () => void, bytes: number): void {
     const run = this.#run;
-    if (run === undefined || bytes >= RUN_COPY_LIMIT) {
-      // A large frame is not copied: what the run holds goes first, then the frame as ws writes it.
+    if (run === undefined || typeof frame !== 'string' || bytes >= RUN_COPY_LIMIT) {
+      // Not copied: a shared event frame (one Buffer for all its subscribers, counted once by
+      // the node's queue budget: a copy per connection would be memory it does not see), and
+      // a large frame. What the run holds goes first, then the frame as ws writes it.
       if (run !== undefined) this.#flushRun();
       this.#ws.send(frame, TEXT, () => done());
       return;
@@ -177,12 +183,11 @@ export class Connection {
     if (run === undefined || run.texts.length === 0) return;
     this.#run = { texts: [], bytes: [], done: [] };
     const socket = this.#socket();
-    // One frame gains nothing from a copy (a shared event frame is written as it is); a
-    // closing WebSocket is ws's to refuse frames on.
+    // One frame gains nothing from a copy; a closing WebSocket is ws's to refuse frames on.
     if (run.texts.length === 1 || socket === undefined || this.#ws.readyState !== OPEN) {
       for (let i = 0; i < run.texts.length; i++) {
         const done = run.done[i] as () => void;
-        this.#ws.send(run.texts[i] as Frame, TEXT, () => done());
+        this.#ws.send(run.texts[i] as string, TEXT, () => done());
       }
       return;
     }

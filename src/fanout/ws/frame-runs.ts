@@ -11,10 +11,10 @@
  * own but control frames, each in the order it is called, as the runs are.
  */
 
-/** A frame's text, or its UTF-8 bytes (a shared event frame). */
-export type FrameText = string | Buffer;
-
-/** Frames at least this large are written as their own chunks, not copied into a run. */
+/**
+ * Frames at least this large are written as their own chunks, not copied into a run (nor is
+ * a shared event frame, a Buffer: connection.ts).
+ */
 export const RUN_COPY_LIMIT = 64 * 1024;
 
 /** Bytes of the header of a server frame whose payload is `length` bytes. */
@@ -44,16 +44,15 @@ export function writeHeader(target: Buffer, at: number, length: number): number 
  * The frames `texts` as one buffer: each one's header, then its UTF-8 bytes. `bytes[i]` is
  * the UTF-8 length of `texts[i]` (the send queue has measured it already).
  */
-export function encodeTextFrames(texts: readonly FrameText[], bytes: readonly number[]): Buffer {
+export function encodeTextFrames(texts: readonly string[], bytes: readonly number[]): Buffer {
   let total = 0;
   for (const n of bytes) total += headerLength(n) + n;
   const out = Buffer.allocUnsafe(total);
   let at = 0;
   for (let i = 0; i < texts.length; i++) {
-    const text = texts[i] as FrameText;
     const n = bytes[i] as number;
     at = writeHeader(out, at, n);
-    at += typeof text === 'string' ? out.write(text, at, n, 'utf8') : text.copy(out, at);
+    at += out.write(texts[i] as string, at, n, 'utf8');
   }
   if (at !== total) throw new Error(`frame run of ${total} bytes filled ${at}`);
   return out;
