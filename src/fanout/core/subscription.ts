@@ -109,6 +109,18 @@ export interface SubscriptionOptions extends SubscriptionResources {
 /** What a held event counts for beyond its JSON: the object and its strings. */
 const HELD_EVENT_OVERHEAD = 256;
 
+/** Pages a catch-up has asked for ahead of the one it writes: the seq each starts after. */
+interface PageAhead {
+  readonly afterSeq: number;
+  readonly page: ReturnType<typeof readEventJsonPage>;
+}
+
+/**
+ * Pages read ahead of the one being written, unfiltered. One was not enough: catch-up waited
+ * on the next page's read most of the time (a page's read takes ~4x its writing).
+ */
+const READ_AHEAD = 2;
+
 /** How many times a hole is looked for in Postgres before the subscription gives up. */
 export const GAP_REPAIR_ATTEMPTS = 20;
 export const GAP_REPAIR_DELAY_MS = 50;
@@ -311,17 +323,27 @@ export class Subscription {
         limit: pageSize,
         maxBytes: this.#o.maxPageBytes,
       });
-    let next = read(this.cursor);
+    const readAt = (afterSeq: number): PageAhead => {
+      const page = read(afterSeq);
+      page.catch(() => undefined); // awaited when its turn comes, or dropped
+      return { afterSeq, page };
+    };
+    // The pages after this one are read while it is written (dropped if the subscription
+    // ends). Unfiltered, a thread's seqs are gap-free but where a run was deleted, so the
+    // page after next most likely starts `pageSize` seqs further: it is read too, and kept
+    // only if the page before it did end there.
+    const depth = this.#filtered ? 1 : READ_AHEAD;
+    let ahead: PageAhead[] = [readAt(this.cursor)];
     for (;;) {
       await sink.drained();
       if (this.#closed || sink.closed) return;
-      const { events: page, truncated } = await next;
+      const { events: page, truncated } = await (ahead.shift() as PageAhead).page;
       // A page cut at its byte budget is not the end either.
       const full = page.length === pageSize || truncated;
-      // The next page is read while this one is written (it is dropped if the subscription ends).
       if (full) {
-        next = read((page[page.length - 1] as EventText).seq);
-        next.catch(() => undefined);
+        const last = (page[page.length - 1] as EventText).seq;
+        if (ahead[0]?.afterSeq !== last) ahead = [readAt(last)];
+        while (ahead.length < depth) ahead.push(readAt((ahead.at(-1) as PageAhead).afterSeq + pageSize));
       }
       let i = 0;
       // Events go out in runs written together (one socket write per run), until the
