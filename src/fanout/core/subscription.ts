@@ -330,20 +330,24 @@ export class Subscription {
     };
     // The pages after this one are read while it is written (dropped if the subscription
     // ends). Unfiltered, a thread's seqs are gap-free but where a run was deleted, so the
-    // page after next most likely starts `pageSize` seqs further: it is read too, and kept
-    // only if the page before it did end there.
+    // page after next most likely spans as many seqs as this one did (`pageSize`, or fewer
+    // where the byte budget cut it): it is read too, and kept only if the page before it did
+    // end where it starts.
     const depth = this.#filtered ? 1 : READ_AHEAD;
     let ahead: PageAhead[] = [readAt(this.cursor)];
     for (;;) {
       await sink.drained();
       if (this.#closed || sink.closed) return;
-      const { events: page, truncated } = await (ahead.shift() as PageAhead).page;
+      const current = ahead.shift() as PageAhead;
+      const { events: page, truncated } = await current.page;
+      if (this.#closed || sink.closed) return; // no more reads for a subscription that has gone
       // A page cut at its byte budget is not the end either.
       const full = page.length === pageSize || truncated;
       if (full) {
         const last = (page[page.length - 1] as EventText).seq;
+        const stride = last - current.afterSeq;
         if (ahead[0]?.afterSeq !== last) ahead = [readAt(last)];
-        while (ahead.length < depth) ahead.push(readAt((ahead.at(-1) as PageAhead).afterSeq + pageSize));
+        while (ahead.length < depth) ahead.push(readAt((ahead.at(-1) as PageAhead).afterSeq + stride));
       }
       let i = 0;
       // Events go out in runs written together (one socket write per run), until the
