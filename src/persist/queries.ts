@@ -74,8 +74,8 @@ export interface PageQuery {
 }
 
 /** A page, and whether it ended early at {@link PageQuery.maxBytes} (more may follow). */
-export interface PageRead {
-  readonly events: StoredEvent[];
+export interface PageRead<T = StoredEvent> {
+  readonly events: T[];
   readonly truncated: boolean;
   /** Bytes of content and metadata in `events` (counted only with a budget; else 0). */
   readonly bytes: number;
@@ -161,7 +161,7 @@ export class EventText {
 export async function readEventJsonPage(
   db: pg.Pool | pg.ClientBase,
   q: PageQuery,
-): Promise<{ readonly events: EventText[]; readonly truncated: boolean; readonly bytes: number }> {
+): Promise<PageRead<EventText>> {
   return readPage(db, q, JSON_TEXT);
 }
 
@@ -180,6 +180,9 @@ const STORED: RowShape<StoredEvent> = {
   prepared: false,
 };
 
+/** A row's category name: the known three are stored by number, any other by name. */
+const CATEGORY_SQL = `COALESCE(e.category_name, (ARRAY['message', 'trace', 'lifecycle'])[e.category])`;
+
 /**
  * {@link eventJson} in SQL (test/event-text.test.ts holds the two to the same bytes). Ids,
  * categories and the created_at texts need no escaping (their patterns hold no quote, backslash
@@ -188,13 +191,12 @@ const STORED: RowShape<StoredEvent> = {
  */
 const EVENT_JSON_SQL = `'{"seq":' || e.seq || ',"offset":' || e.stream_offset || ',"thread_id":"' || e.thread_id
   || '","run_id":"' || e.run_id || '","event_id":"' || e.event_id || '","event_type":' || to_json(e.event_type)::text
-  || ',"category":"' || COALESCE(e.category_name, (ARRAY['message', 'trace', 'lifecycle'])[e.category])
+  || ',"category":"' || ${CATEGORY_SQL}
   || '","user_id":"' || e.user_id || '","created_at":"' || COALESCE(e.created_at_text, e.created_at)
   || '","content":' || e.content || ',"metadata":' || e.metadata || '}'`;
 
 const JSON_TEXT: RowShape<EventText> = {
-  columns: `e.seq, e.run_id, COALESCE(e.category_name, (ARRAY['message', 'trace', 'lifecycle'])[e.category]) AS category,
-    e.event_type, e.user_id, ${EVENT_JSON_SQL} AS json`,
+  columns: `e.seq, e.run_id, ${CATEGORY_SQL} AS category, e.event_type, e.user_id, ${EVENT_JSON_SQL} AS json`,
   row: (r: {
     seq: string;
     run_id: string;
@@ -210,7 +212,7 @@ async function readPage<T extends { readonly seq: number }>(
   db: pg.Pool | pg.ClientBase,
   q: PageQuery,
   shape: RowShape<T>,
-): Promise<{ events: T[]; truncated: boolean; bytes: number }> {
+): Promise<PageRead<T>> {
   const filtered =
     q.filter.runId !== undefined ||
     q.filter.categories !== undefined ||
@@ -223,7 +225,7 @@ async function readPage<T extends { readonly seq: number }>(
   let bounds: Bounds = 'resolve';
   for (;;) {
     const left = q.maxBytes === undefined ? undefined : q.maxBytes - bytes;
-    const read: WindowRead<T> | undefined = await readWindow<T>(
+    const read: WindowRead<T> | undefined = await readWindow(
       db,
       q,
       shape,
@@ -236,7 +238,7 @@ async function readPage<T extends { readonly seq: number }>(
     for (const e of read.events) events.push(e);
     bytes += read.bytes;
     if (q.maxBytes !== undefined && bytes >= q.maxBytes) return { events, truncated: true, bytes };
-    const { lo, hi }: { lo: number; hi: number } = read;
+    const { lo, hi }: { lo: number; hi: number } = read; // annotated: `window` makes the inference circular
     bounds = q.descending ? { lo, hi: Math.max(lo, hi - window) } : { lo: Math.min(hi, lo + window), hi };
     if (events.length >= q.limit || bounds.lo >= bounds.hi) return { events, truncated: false, bytes };
     window = Math.min(2 * window, Math.max(MAX_WINDOW, q.limit));
