@@ -8,6 +8,7 @@ import pg from 'pg';
 import type { Event } from '../src/client/ingest-client.js';
 import { NO_FILTER } from '../src/domain/filter.js';
 import { readEventJsonPage } from '../src/persist/queries.js';
+import { tokenEvent } from './helpers/events.js';
 import { http } from './helpers/history.js';
 import { randomName, type Stack, startStack } from './helpers/stack.js';
 
@@ -20,16 +21,11 @@ after(async () => {
   await stack[Symbol.asyncDispose]();
 });
 
-function run(t: string, runId: string, from: number, n: number): Event[] {
-  return Array.from({ length: n }, (_, i) => ({
-    thread_id: t,
-    run_id: runId,
-    event_id: `${runId}-${from + i}`,
-    event_type: 'ai_chunk',
-    category: 'MESSAGE',
-    content_json: JSON.stringify({ i: from + i }),
-  }));
-}
+/** `n` events of `runId`, numbered from `from` within the run. */
+const run = (t: string, runId: string, from: number, n: number): Event[] =>
+  Array.from({ length: n }, (_, i) =>
+    tokenEvent(t, from + i, { run_id: runId, event_id: `${runId}-${from + i}` }),
+  );
 
 test('a catch-up across holes of every size delivers each remaining event once, in order, from any cursor', async () => {
   const t = randomName('ahead-');
