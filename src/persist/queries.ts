@@ -137,26 +137,66 @@ export async function readEventsPage(db: pg.Pool | pg.ClientBase, q: PageQuery):
 }
 
 /**
- * An event as a page of {@link readEventJsonPage} holds it: the fields a subscription filters
- * and ends on, and its client-facing JSON text ({@link eventJson}'s), written by Postgres.
+ * An event as a page of {@link readEventJsonPage} holds it: its seq and its client-facing
+ * JSON text ({@link eventJson}'s), written by Postgres. The fields a subscription filters
+ * and ends on are read from the text when first asked for (an unfiltered WebSocket catch-up
+ * never asks): the ids before them hold no quote, so each is found by its key.
  */
 export class EventText {
+  #fields: TextFields | undefined;
   constructor(
     readonly seq: number,
-    readonly run_id: string,
-    readonly category: string,
-    readonly event_type: string,
-    readonly user_id: string,
     readonly text: string,
   ) {}
   json(): string {
     return this.text;
   }
+  get run_id(): string {
+    this.#fields ??= textFields(this.text);
+    return this.#fields.run_id;
+  }
+  get category(): string {
+    this.#fields ??= textFields(this.text);
+    return this.#fields.category;
+  }
+  get event_type(): string {
+    this.#fields ??= textFields(this.text);
+    return this.#fields.event_type;
+  }
+  get user_id(): string {
+    this.#fields ??= textFields(this.text);
+    return this.#fields.user_id;
+  }
+}
+
+interface TextFields {
+  readonly run_id: string;
+  readonly event_type: string;
+  readonly category: string;
+  readonly user_id: string;
+}
+
+/** The fields of an {@link EVENT_JSON_SQL} text between `"run_id"` and `"user_id"`, in its order. */
+function textFields(text: string): TextFields {
+  const quoted = (key: string, from: number): [string, number] => {
+    const start = text.indexOf(key, from) + key.length;
+    const end = text.indexOf('"', start);
+    return [text.slice(start, end), end];
+  };
+  const [run_id, runEnd] = quoted(',"run_id":"', 0);
+  // The event type is a JSON string (to_json escapes it): it ends at the first unescaped quote.
+  const typeStart = text.indexOf(',"event_type":"', runEnd) + ',"event_type":'.length;
+  let typeEnd = typeStart + 1;
+  while (text.charCodeAt(typeEnd) !== 0x22) typeEnd += text.charCodeAt(typeEnd) === 0x5c ? 2 : 1;
+  const event_type = JSON.parse(text.slice(typeStart, typeEnd + 1)) as string;
+  const [category, categoryEnd] = quoted(',"category":"', typeEnd);
+  const [user_id] = quoted(',"user_id":"', categoryEnd);
+  return { run_id, event_type, category, user_id };
 }
 
 /**
  * {@link readEventsPage}, each event as its client-facing JSON text. Postgres writes the
- * text, so the broker parses 7 columns a row instead of 13 and builds nothing (catch-up).
+ * text, so the broker parses 2 columns a row instead of 13 and builds nothing (catch-up).
  */
 export async function readEventJsonPage(
   db: pg.Pool | pg.ClientBase,
@@ -165,18 +205,40 @@ export async function readEventJsonPage(
   return readPage(db, q, JSON_TEXT);
 }
 
-/** What a page's rows are read as: the outer select list over `e.*`, and each row's reading. */
+/**
+ * What a page's rows are read as: the outer select list over `e.*` (the seq first), and each
+ * row's reading from its `width` values at `at` (rows are read as arrays).
+ */
 interface RowShape<T> {
   readonly columns: string;
-  readonly row: (r: never) => T;
+  readonly width: number;
+  readonly row: (r: readonly unknown[], at: number) => T;
   /** Its statements are prepared once per connection ({@link statementName}). */
   readonly prepared: boolean;
 }
 
+/** The columns of an {@link EventRow}, in the order STORED selects them. */
+const STORED_KEYS = [
+  'seq',
+  'stream_offset',
+  'thread_id',
+  'run_id',
+  'event_id',
+  'event_type',
+  'category',
+  'category_name',
+  'user_id',
+  'created_at',
+  'created_at_text',
+  'content',
+  'metadata',
+] as const satisfies readonly (keyof EventRow)[];
+
 const STORED: RowShape<StoredEvent> = {
-  columns: `e.seq, e.stream_offset, e.thread_id, e.run_id, e.event_id, e.event_type, e.category, e.category_name,
-    e.user_id, e.created_at, e.created_at_text, e.content, e.metadata`,
-  row: (r: EventRow) => toStored(r),
+  columns: STORED_KEYS.map((k) => `e.${k}`).join(', '),
+  width: STORED_KEYS.length,
+  row: (r, at) =>
+    toStored(Object.fromEntries(STORED_KEYS.map((k, i) => [k, r[at + i]])) as unknown as EventRow),
   prepared: false,
 };
 
@@ -196,15 +258,9 @@ const EVENT_JSON_SQL = `'{"seq":' || e.seq || ',"offset":' || e.stream_offset ||
   || '","content":' || e.content || ',"metadata":' || e.metadata || '}'`;
 
 const JSON_TEXT: RowShape<EventText> = {
-  columns: `e.seq, e.run_id, ${CATEGORY_SQL} AS category, e.event_type, e.user_id, ${EVENT_JSON_SQL} AS json`,
-  row: (r: {
-    seq: string;
-    run_id: string;
-    category: string;
-    event_type: string;
-    user_id: string;
-    json: string;
-  }) => new EventText(Number(r.seq), r.run_id, r.category, r.event_type, r.user_id, r.json),
+  columns: `e.seq, ${EVENT_JSON_SQL} AS json`,
+  width: 2,
+  row: (r, at) => new EventText(Number(r[at]), r[at + 1] as string),
   prepared: true,
 };
 
@@ -340,17 +396,19 @@ async function readWindow<T>(
   const pageBytes = maxBytes === undefined ? '' : ', e.page_bytes';
   const text = `WITH b AS MATERIALIZED (${range}) SELECT b.lo, b.hi, ${shape.columns}${pageBytes}
        FROM b LEFT JOIN LATERAL (${rowsSql}) e ON true ORDER BY e.${order}`;
-  const { rows } = await db.query<{ seq: string | null; lo: string; hi: string; page_bytes?: string }>({
+  // Arrays, not objects: a catch-up reads rows by the hundred thousand.
+  const { rows } = await db.query<unknown[]>({
     name: shape.prepared ? statementName(text) : undefined,
     text,
     values,
+    rowMode: 'array',
   });
   const first = rows[0];
   if (!first) return undefined;
-  const row = shape.row as (r: unknown) => T;
-  const events = first.seq === null ? [] : rows.map(row);
-  const bytes = Number(rows[rows.length - 1]?.page_bytes ?? 0);
-  return { events, lo: Number(first.lo), hi: Number(first.hi), bytes };
+  const events: T[] = [];
+  if (first[2] !== null) for (const r of rows) events.push(shape.row(r, 2));
+  const bytes = maxBytes === undefined ? 0 : Number(rows[rows.length - 1]?.[2 + shape.width] ?? 0);
+  return { events, lo: Number(first[0]), hi: Number(first[1]), bytes };
 }
 
 /** The seq of a thread's first event at or after a log offset; undefined when there is none yet. */
