@@ -1,5 +1,5 @@
 /**
- * The persister's commit path alone: `node dist/bench/commit-path.js [--rounds=N]`.
+ * The persister's commit path alone: `node dist/bench/commit-path.js [--rounds=N] [--sizes=1,10,50]`.
  *
  * Calls `storeBatch` (src/persist/batch-assigner.ts) as the persister does, with its fence
  * (a held partition lease whose position each batch moves), on a fresh database with batches shaped as the fixed-rate scenarios make them (one
@@ -20,9 +20,14 @@ import { makeThreads, nextTokenEvent } from './lib/payload.js';
 import { schedSnapshot, usPerRequest } from './lib/schedstat.js';
 import { median } from './lib/stats.js';
 
-const { values: args } = parseArgs({ options: { rounds: { type: 'string', default: '200' } } });
+const { values: args } = parseArgs({
+  options: {
+    rounds: { type: 'string', default: '200' },
+    sizes: { type: 'string', default: '1,10,50,100,500' },
+  },
+});
 const ROUNDS = Number(args.rounds);
-const SIZES = [1, 10, 50, 100, 500];
+const SIZES = args.sizes.split(',').map(Number);
 const THREADS = 100;
 /** The one partition lease the batches are fenced with. */
 const SCOPE = { stream: 'bench-log', member: 'bench-persister', leaseMs: 3_600_000 };

@@ -81,6 +81,7 @@ import { runWsBaseline, type WsBaselineResult } from './scenarios/ws-baseline.js
 const { values: args } = parseArgs({
   options: {
     quick: { type: 'boolean', default: false },
+    runs: { type: 'string' },
     profile: { type: 'boolean', default: false },
     only: { type: 'string' },
     threads: { type: 'string' },
@@ -114,7 +115,7 @@ const MIXED = args.mixed === true;
 const TARGET_RATE = 5_000;
 
 const PLAN = {
-  runs: quick ? 1 : 3,
+  runs: args.runs ? Math.max(1, Number(args.runs)) : quick ? 1 : 3,
   /** The whole run is cut off here, whatever it is doing (children are killed on exit). */
   deadlineMs: quick ? 170_000 : 1_200_000,
   pg: { events: quick ? 20_000 : 100_000, threads: THREADS, batchSize: 500, connections: 4 },
@@ -234,7 +235,9 @@ function loopText(l: Record<string, LoopDelaySummary> | undefined): string {
   if (!l) return '';
   return Object.entries(l)
     .map(
-      ([name, d]) => `${name} loop delay mean ${d.meanMs} ms, worst p99 ${d.p99MaxMs} ms, max ${d.maxMs} ms`,
+      ([name, d]) =>
+        `${name} loop delay mean ${d.meanMs} ms, worst p99 ${d.p99MaxMs} ms, max ${d.maxMs} ms; ` +
+        `GC ${d.gcPerSecond}/s, ${Math.round(d.gcShare * 100)}% of the time, longest ${d.gcMaxMs} ms`,
     )
     .join('; ');
 }
@@ -752,8 +755,10 @@ async function main(): Promise<void> {
   }
   const file = writeResults(stamp, `${quick ? '-quick' : ''}`, { ...body, targets: ratios, curve });
   log(`\nwrote ${file}${profileDir ? `\nbroker CPU profiles in ${profileDir}` : ''}`);
-  // The docs show full runs only, unless asked (--write-docs); bench/docs-report.ts redoes them from the file.
-  if (!quick || args['write-docs']) {
+  // The docs show full runs of every scenario only, unless asked (--write-docs): a part of a
+  // run (--only, --runs) would replace the whole summary. bench/docs-report.ts redoes them from the file.
+  const wholeRun = !quick && args.only === undefined && args.runs === undefined;
+  if (wholeRun || args['write-docs']) {
     try {
       for (const written of writeDocsReportFromFile(file)) log(`wrote ${written}`);
     } catch (err) {

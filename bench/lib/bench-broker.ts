@@ -94,7 +94,8 @@ export async function startBenchBroker(servers: Servers, o: BenchBrokerOptions):
     const env: Record<string, string> = {
       // info: spawnBroker waits for the 'runstream started' line; only warnings and errors are kept.
       LOG_LEVEL: 'info',
-      NODE_OPTIONS: `--import=${PROBE_URL}`,
+      // RS_BENCH_NODE_OPTIONS: more node flags for the brokers, e.g. --perf-basic-prof for `perf record`.
+      NODE_OPTIONS: `--import=${PROBE_URL} ${process.env.RS_BENCH_NODE_OPTIONS ?? ''}`.trim(),
       RS_BENCH_PROBE_FILE: probeFile,
       ...(roles ? { RS_ROLES: roles } : {}),
       ...o.env,

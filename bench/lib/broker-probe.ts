@@ -9,7 +9,7 @@
  */
 import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector';
-import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
 
 const NS_PER_MS = 1e6;
 const RESOLUTION_MS = 10;
@@ -24,13 +24,26 @@ export interface LoopDelaySecond {
   readonly mean: number;
   readonly p99: number;
   readonly max: number;
+  /** Garbage-collection pauses that ended in this second: how many, their sum and the longest, ms. */
+  readonly gcCount: number;
+  readonly gcMs: number;
+  readonly gcMaxMs: number;
 }
 
 const probeFile = process.env.RS_BENCH_PROBE_FILE;
 if (probeFile) {
   const delay = monitorEventLoopDelay({ resolution: RESOLUTION_MS });
   delay.enable();
+  let gc = { count: 0, ms: 0, max: 0 };
+  new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) {
+      gc.count++;
+      gc.ms += e.duration;
+      gc.max = Math.max(gc.max, e.duration);
+    }
+  }).observe({ entryTypes: ['gc'] });
   const seconds: LoopDelaySecond[] = [];
+  const round = (x: number) => Math.round(x * 10) / 10;
   const ms = (ns: number) => Math.max(0, Math.round((ns / NS_PER_MS - RESOLUTION_MS) * 10) / 10);
   const sample = () => {
     if (delay.count > 0) {
@@ -39,9 +52,13 @@ if (probeFile) {
         mean: ms(delay.mean),
         p99: ms(delay.percentile(99)),
         max: ms(delay.max),
+        gcCount: gc.count,
+        gcMs: round(gc.ms),
+        gcMaxMs: round(gc.max),
       });
     }
     delay.reset();
+    gc = { count: 0, ms: 0, max: 0 };
   };
   setInterval(sample, 1_000).unref();
   process.on('exit', () => {
@@ -55,7 +72,9 @@ if (profileFile) {
   const session = new Session();
   session.connect();
   session.post('Profiler.enable');
-  session.post('Profiler.setSamplingInterval', { interval: 1000 });
+  // RS_BENCH_CPU_PROFILE_INTERVAL_US: a longer interval costs the process less (default 1 ms).
+  const interval = Number(process.env.RS_BENCH_CPU_PROFILE_INTERVAL_US) || 1000;
+  session.post('Profiler.setSamplingInterval', { interval });
   session.post('Profiler.start');
   // The in-process inspector answers synchronously, so this works in an 'exit' listener.
   process.on('exit', () => {

@@ -8,6 +8,10 @@ export interface LoopDelaySummary {
   /** Highest per-second p99 in the window, ms. */
   readonly p99MaxMs: number;
   readonly maxMs: number;
+  /** Garbage collection over the window: pauses per second, the share of the time paused, the longest pause (ms). */
+  readonly gcPerSecond: number;
+  readonly gcShare: number;
+  readonly gcMaxMs: number;
 }
 
 export interface Measured {
@@ -30,5 +34,8 @@ export function summarizeLoopDelay(
     meanMs: Math.round((inside.reduce((a, s) => a + s.mean, 0) / inside.length) * 10) / 10,
     p99MaxMs: Math.max(...inside.map((s) => s.p99)),
     maxMs: Math.max(...inside.map((s) => s.max)),
+    gcPerSecond: Math.round(inside.reduce((a, s) => a + s.gcCount, 0) / inside.length),
+    gcShare: Math.round(inside.reduce((a, s) => a + s.gcMs, 0) / inside.length / 10) / 100,
+    gcMaxMs: Math.max(...inside.map((s) => s.gcMaxMs)),
   };
 }
