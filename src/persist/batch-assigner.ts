@@ -3,8 +3,9 @@
  * alone, one thread after another, would. Two ways, with the same result:
  *
  * The fast path, for a batch with no rejected event and no event_id repeated within a thread
- * (the common case: new events): ONE statement in autocommit, `rs_store_batch` (migration
- * 0009; 0010 keeps its plans index lookups), one round trip and no BEGIN/COMMIT. In it, each
+ * (the common case: new events): ONE statement in autocommit, `rs_store_rows` (migration
+ * 0009's `rs_store_batch`, whose plans 0010 keeps index lookups, taking its text columns joined
+ * in one text each since 0011: column-text.ts), one round trip and no BEGIN/COMMIT. In it, each
  * its own statement: the fence, the advisory locks, the heads, then the insert with the runs
  * upkeep. Each statement of a VOLATILE function takes a fresh snapshot under READ COMMITTED
  * (PostgreSQL docs, Function Volatility Categories; quoted in the migration), so the reads
@@ -28,11 +29,12 @@
  *     which removes rows, keeps the head of what it removed there (deletions.ts);
  *  6. for events the store refused (poison.ts), their dead letters, one statement.
  *
- * The runs upkeep SQL exists twice, in RECORD_SQL here and in rs_store_batch: a change to
+ * The runs upkeep SQL exists twice, in RECORD_SQL here and in rs_store_rows: a change to
  * one must be made to the other (test/batch-assigner.test.ts compares the two paths).
  */
 import type pg from 'pg';
 import { categoryNumber, type LogRecord, type StoredEvent } from '../domain/event.js';
+import { arrayLiteral, joinedText } from './column-text.js';
 import type { Horizons } from './deletions.js';
 import { FencedError, type FenceEntry, fence as fenceLeases, type LeaseScope } from './leases.js';
 import { noticeEventId, rejectionNotice, storableText } from './poison.js';
@@ -151,12 +153,15 @@ export interface BatchFence {
   readonly entries: readonly FenceEntry[];
 }
 
-/** rs_store_batch found a lease not held: DETAIL lists the lost partitions. */
+/** rs_store_rows found a lease not held: DETAIL lists the lost partitions. */
 export const FENCED_SQLSTATE = 'RS001';
-/** rs_store_batch found an event stored before or a deletion horizon: take the slow path. */
+/**
+ * rs_store_rows found an event stored before, a deletion horizon, or columns that do not line
+ * up (a text holding a separator): take the slow path.
+ */
 export const SLOW_PATH_SQLSTATE = 'RS002';
 
-const FAST_SQL = `SELECT o_thread, o_head FROM rs_store_batch(${Array.from({ length: 39 }, (_, i) => `$${i + 1}`).join(', ')})`;
+const FAST_SQL = `SELECT o_thread, o_head FROM rs_store_rows(${Array.from({ length: 39 }, (_, i) => `$${i + 1}`).join(', ')})`;
 
 /**
  * Stores every thread's events of a batch (`groups`: thread_id → its events, in log
@@ -195,7 +200,7 @@ function fastPathFits(groups: ReadonlyMap<string, readonly PendingEvent[]>): boo
 /** A stored event whose seq is made absolute in place once its thread's head is known. */
 type Numbered = StoredEvent & { seq: number };
 
-/** The fast path: rs_store_batch (migrations 0009, 0010), one statement in autocommit. */
+/** The fast path: rs_store_rows (migrations 0009-0011), one statement in autocommit. */
 async function storeBatchFast(
   client: pg.ClientBase,
   groups: ReadonlyMap<string, readonly PendingEvent[]>,
@@ -227,16 +232,17 @@ async function storeBatchFast(
     ({ rows } = await client.query<{ o_thread: string; o_head: string }>({
       name: 'rs_batch_fast',
       text: FAST_SQL,
+      // Text columns joined, number columns as literals (column-text.ts, migration 0011).
       values: [
         fence?.scope.stream ?? '',
         fence?.scope.member ?? '',
-        entries.map((e) => e.partition),
-        entries.map((e) => e.epoch),
-        entries.map((e) => e.upto),
-        t.id,
-        t.first,
-        ...ev.values(),
-        ...runColumns(deltas),
+        arrayLiteral(entries.map((e) => e.partition)),
+        arrayLiteral(entries.map((e) => e.epoch)),
+        arrayLiteral(entries.map((e) => e.upto)),
+        joinedText(t.id),
+        arrayLiteral(t.first),
+        ...ev.values().map(asText),
+        ...runColumns(deltas).map(asText),
       ],
     }));
   } catch (err) {
@@ -433,7 +439,7 @@ export async function storeBatchInTransaction(
       await client.query({
         name: 'rs_batch_insert_record',
         text: INSERT_AND_RECORD_SQL,
-        values: [...ins.values(), ...runColumns(deltas)],
+        values: [...ins.values(), ...runColumns(deltas)].map((c) => c.values),
       });
     }
     if (dead.threadId.length > 0) {
@@ -466,37 +472,50 @@ export async function storeBatchInTransaction(
   }
 }
 
+/** A column as the fast path sends it: joined text, or an array literal (column-text.ts). */
+function asText(column: Column): string {
+  return column.kind === 'text' ? joinedText(column.values) : arrayLiteral(column.values);
+}
+
+/** A column of the insert or the runs upkeep, and what its values are. */
+type Column =
+  | { readonly kind: 'text'; readonly values: readonly (string | null)[] }
+  | { readonly kind: 'number'; readonly values: readonly (number | boolean | null)[] };
+
+const text = (values: readonly (string | null)[]): Column => ({ kind: 'text', values });
+const number = (values: readonly (number | boolean | null)[]): Column => ({ kind: 'number', values });
+
 /**
- * The run deltas as the parameters of the runs upkeep (RECORD_SQL's x, rs_store_batch's r_*),
+ * The run deltas as the parameters of the runs upkeep (RECORD_SQL's x, rs_store_rows's r_*),
  * in their order: thread_id, then the RunDelta fields.
  */
-function runColumns(deltas: readonly { threadId: string; d: RunDelta }[]): unknown[][] {
+function runColumns(deltas: readonly { threadId: string; d: RunDelta }[]): Column[] {
   const col = <K extends keyof RunDelta>(k: K): RunDelta[K][] => deltas.map((x) => x.d[k]);
   return [
-    deltas.map((x) => x.threadId),
-    col('run_id'),
-    col('user_id'),
-    col('status'),
-    col('explicit'),
-    col('first_seq'),
-    col('last_seq'),
-    col('end_seq'),
-    col('events'),
-    col('messages'),
-    col('traces'),
-    col('lifecycles'),
-    col('started_at'),
-    col('updated_at'),
-    col('ended_at'),
-    col('metadata'),
-    col('outcome'),
-    col('mixed'),
-    col('sole'),
+    text(deltas.map((x) => x.threadId)),
+    text(col('run_id')),
+    text(col('user_id')),
+    text(col('status')),
+    number(col('explicit')),
+    number(col('first_seq')),
+    number(col('last_seq')),
+    number(col('end_seq')),
+    number(col('events')),
+    number(col('messages')),
+    number(col('traces')),
+    number(col('lifecycles')),
+    text(col('started_at')),
+    text(col('updated_at')),
+    text(col('ended_at')),
+    text(col('metadata')),
+    text(col('outcome')),
+    number(col('mixed')),
+    text(col('sole')),
   ];
 }
 
 /**
- * The events to insert, as the insert's parameters (INSERT_SQL's x, rs_store_batch's e_*):
+ * The events to insert, as the insert's parameters (INSERT_SQL's x, rs_store_rows's e_*):
  * thread_id, seq (the slow path's) or ordinal within the thread (the fast path's), then the
  * record's columns.
  */
@@ -536,21 +555,21 @@ class EventColumns {
     this.#offset.push(offset);
   }
 
-  values(): unknown[][] {
+  values(): Column[] {
     return [
-      this.#threadId,
-      this.#seq,
-      this.#eventId,
-      this.#runId,
-      this.#eventType,
-      this.#category,
-      this.#userId,
-      this.#createdAt,
-      this.#content,
-      this.#metadata,
-      this.#offset,
-      this.#categoryName,
-      this.#createdAtText,
+      text(this.#threadId),
+      number(this.#seq),
+      text(this.#eventId),
+      text(this.#runId),
+      text(this.#eventType),
+      number(this.#category),
+      text(this.#userId),
+      text(this.#createdAt),
+      text(this.#content),
+      text(this.#metadata),
+      number(this.#offset),
+      text(this.#categoryName),
+      text(this.#createdAtText),
     ];
   }
 }

@@ -3,7 +3,7 @@
  *
  * The work itself is {@link storeBatch} (batch-assigner.ts), for a whole multi-thread batch.
  * A batch of new events (none stored before, none repeated, none rejected, no deletion in the
- * way) is stored by ONE statement in autocommit, the function rs_store_batch (migrations 0009, 0010):
+ * way) is stored by ONE statement in autocommit, the function rs_store_rows (migrations 0009-0011):
  * the fence, the threads' `pg_advisory_xact_lock`s in their own statement, then the heads
  * (each statement of the function takes a fresh snapshot, so after every earlier writer of
  * those threads has committed), then one `unnest` insert with seq = head+1, head+2, ... per
