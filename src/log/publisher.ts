@@ -45,17 +45,12 @@
  * a repeat by its different offset; at ACCEPTED a retry is a JetStream duplicate only when neither
  * it nor its original went out merged (docs/protocol.md §5).
  */
-import {
-  createInbox,
-  headers,
-  type Msg,
-  type NatsConnection,
-  type Subscription,
-} from '@nats-io/transport-node';
+import { createInbox, type Msg, type NatsConnection, type Subscription } from '@nats-io/transport-node';
 import type { LogRecord } from '../domain/event.js';
 import { partitionOf } from '../domain/partition.js';
 import { UnavailableError } from '../errors.js';
 import { maxBodyBytes } from './connection.js';
+import { headerBytes } from './header-bytes.js';
 import {
   encodeLogMessages,
   type LogMessage,
@@ -373,9 +368,14 @@ export class LogPublisher {
   }
 
   #send(id: number, w: Waiter): void {
-    const h = headers();
-    h.set('Nats-Msg-Id', w.msgId);
-    if (w.stream !== undefined) h.set('Nats-Expected-Stream', w.stream);
+    const h = headerBytes(
+      w.stream === undefined
+        ? [['Nats-Msg-Id', w.msgId]]
+        : [
+            ['Nats-Msg-Id', w.msgId],
+            ['Nats-Expected-Stream', w.stream],
+          ],
+    );
     this.nc.publish(w.subject, w.body, { reply: `${this.#inbox}.${id}`, headers: h });
   }
 
