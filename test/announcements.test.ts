@@ -3,8 +3,10 @@
 // only where the next event would not fit: as few messages as the limit allows.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { Msg } from '@nats-io/transport-node';
 import { eventJson, type StoredEvent } from '../src/domain/event.js';
-import { chunkEvents, decodeEventHeader, EVENT_SEPARATOR } from '../src/log/announcements.js';
+import { chunkEvents, committedAtMs, decodeEventHeader, EVENT_SEPARATOR } from '../src/log/announcements.js';
+import { Subjects } from '../src/log/subjects.js';
 
 function event(seq: number, text: string): StoredEvent {
   return {
@@ -81,4 +83,23 @@ test('an event larger than the limit goes alone, and the ones around it are pack
   assert.equal(chunks[0]?.split(EVENT_SEPARATOR).length, 2);
   assert.ok(!chunks[1]?.includes(EVENT_SEPARATOR));
   assert.equal(chunks[2]?.split(EVENT_SEPARATOR).length, 2);
+});
+
+test("the commit time of an announcement: its reply subject, an earlier version's header, nothing else", () => {
+  const subjects = new Subjects('rs');
+  const msg = (reply: string, header?: string): Msg =>
+    ({
+      reply,
+      headers:
+        header === undefined ? undefined : { get: (k: string) => (k === 'Rs-Committed-Ms' ? header : '') },
+    }) as unknown as Msg;
+  assert.equal(subjects.committedAt(1796284035162), 'rs.committed.1796284035162');
+  assert.equal(
+    committedAtMs(msg(subjects.committedAt(1796284035162)), subjects.committedAtPrefix),
+    1796284035162,
+  );
+  assert.equal(committedAtMs(msg('', '1796284035163'), subjects.committedAtPrefix), 1796284035163);
+  assert.equal(committedAtMs(msg('_INBOX.x.1'), subjects.committedAtPrefix), undefined);
+  assert.equal(committedAtMs(msg('rs.committed.soon'), subjects.committedAtPrefix), undefined);
+  assert.equal(committedAtMs(msg(''), subjects.committedAtPrefix), undefined);
 });

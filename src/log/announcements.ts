@@ -25,14 +25,21 @@ export interface CommittedEvent {
 const SEQ_PREFIX = '{"seq":';
 
 /**
- * Header of an events announcement: when the persister committed its events (epoch ms),
- * for the persisted-to-delivered latency (the clocks of the two nodes must agree).
+ * Header by which a persister of an earlier version said when it committed an announcement's
+ * events. The commit time (epoch ms, for the persisted-to-delivered latency; the clocks of the
+ * two nodes must agree) now travels as the announcement's reply subject,
+ * `<prefix>.committed.<ms>` (Subjects.committedAt): a message with no headers is parsed by
+ * nats-server and nats.js without a header block, and the header decoded per announcement was
+ * 16% of what a fan-out node allocated at one event per request. Nothing answers on it.
  */
-export const COMMITTED_AT_HEADER = 'Rs-Committed-Ms';
+export const LEGACY_COMMITTED_AT_HEADER = 'Rs-Committed-Ms';
 
 /** The commit time an announcement carries (epoch ms), or undefined. */
-export function committedAtMs(msg: Msg): number | undefined {
-  const v = msg.headers?.get(COMMITTED_AT_HEADER);
+export function committedAtMs(msg: Msg, replyPrefix: string): number | undefined {
+  const reply = msg.reply;
+  const v = reply?.startsWith(replyPrefix)
+    ? reply.slice(replyPrefix.length)
+    : msg.headers?.get(LEGACY_COMMITTED_AT_HEADER);
   if (!v) return undefined;
   const ms = Number(v);
   return Number.isFinite(ms) ? ms : undefined;

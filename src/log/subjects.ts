@@ -8,6 +8,8 @@ import { DEFAULT_PARTITIONS, partitionOf } from '../domain/partition.js';
  * - `<prefix>.log.<thread>.<run>`   the same before partitions (one token fewer): read once
  *                                   at an upgrade (persist/legacy-log.ts), never written
  * - `<prefix>.ev.<thread>`          committed events, for fan-out (core NATS)
+ * - `<prefix>.committed.<ms>`       an events announcement's reply subject: when it was committed
+ *                                   (epoch ms); nothing listens there (log/announcements.ts)
  * - `<prefix>.rcpt.<thread>`        commit receipts, for PERSISTED acks (core NATS)
  * - `<prefix>.ctl.<thread>.<run>`   control messages for a run's producer, e.g. cancel (core NATS)
  * - `<prefix>.del.<thread>`         deletion notices: the thread or one of its runs was deleted (core NATS)
@@ -48,6 +50,14 @@ export class Subjects {
   }
   events(threadId: string): string {
     return `${this.prefix}.ev.${threadId}`;
+  }
+  /** The reply subject of the announcements of a batch committed at `epochMs`. */
+  committedAt(epochMs: number): string {
+    return `${this.committedAtPrefix}${epochMs}`;
+  }
+  /** What every {@link committedAt} subject starts with. */
+  get committedAtPrefix(): string {
+    return `${this.prefix}.committed.`;
   }
   receipts(threadId: string): string {
     return `${this.prefix}.rcpt.${threadId}`;

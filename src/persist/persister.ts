@@ -24,13 +24,12 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { type ConsumerMessages, DeliverPolicy, type JetStreamClient, type JsMsg } from '@nats-io/jetstream';
-import type { MsgHdrs, NatsConnection, Subscription } from '@nats-io/transport-node';
+import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import pg from 'pg';
 import type { LogBounds } from '../domain/cursor.js';
 import type { LogRecord } from '../domain/event.js';
-import { COMMITTED_AT_HEADER, chunkEvents, encodeReceipts } from '../log/announcements.js';
+import { chunkEvents, encodeReceipts } from '../log/announcements.js';
 import { maxBodyBytes } from '../log/connection.js';
-import { headerBytes } from '../log/header-bytes.js';
 import { readLogMessage } from '../log/log-batch.js';
 import { partitionStream, streamBounds } from '../log/streams.js';
 import type { Subjects } from '../log/subjects.js';
@@ -668,8 +667,8 @@ export class Persister implements AsyncDisposable {
         );
         this.#o.metrics?.persistCommitSeconds.observe(secondsSince(startMs));
         this.#o.metrics?.persistBatchEvents.observe(events.length);
-        // One header block for the batch's announcements: when they were committed.
-        const committedAt = headerBytes([[COMMITTED_AT_HEADER, String(Date.now())]]);
+        // The batch's announcements say when they were committed (log/announcements.ts).
+        const committedAt = this.#o.subjects.committedAt(Date.now());
         for (const [threadId, batch] of groups) {
           const result = results.get(threadId) as ThreadBatchResult;
           this.#count(batch, result);
@@ -755,13 +754,13 @@ export class Persister implements AsyncDisposable {
     this.duplicateCount += batch.length - rejected - (result.inserted.length - notices);
   }
 
-  #announce(threadId: string, r: ThreadBatchResult, committedAt: MsgHdrs): void {
+  #announce(threadId: string, r: ThreadBatchResult, committedAt: string): void {
     const { nc, subjects, log } = this.#o;
     // Keep under the server's max_payload: a big batch goes out in several messages.
     const limit = maxBodyBytes(nc);
     try {
       for (const chunk of chunkEvents(r.inserted, limit)) {
-        nc.publish(subjects.events(threadId), chunk, { headers: committedAt });
+        nc.publish(subjects.events(threadId), chunk, { reply: committedAt });
       }
     } catch (err) {
       // Subscribers see the hole at the next event and fill it from Postgres.

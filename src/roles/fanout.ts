@@ -58,7 +58,7 @@ export function startFanoutRole(b: Base, control: RunControl): Fanout {
     (t) => subjects.events(t),
     (msg) => {
       const events = decodeEvents(msg);
-      const at = committedAtMs(msg);
+      const at = committedAtMs(msg, subjects.committedAtPrefix);
       if (at !== undefined) delivered.observe(Math.max(0, Date.now() - at) / 1000);
       return events;
     },
