@@ -25,6 +25,7 @@ function event(seq: number, text: string): StoredEvent {
 }
 
 const bytes = (s: string): number => Buffer.byteLength(s);
+const text = (b: Uint8Array): string => Buffer.from(b).toString('utf8');
 
 /** What an exact greedy chunking gives: the reference the chunker must equal. */
 function greedy(events: readonly StoredEvent[], maxBytes: number): string[] {
@@ -53,7 +54,7 @@ test('chunks stay within the limit in UTF-8 bytes, hold every event in order, an
       const events = Array.from({ length: count }, (_, i) =>
         event(i + 1, texts[(i * 5) % texts.length] as string),
       );
-      const chunks = chunkEvents(events, maxBytes);
+      const chunks = chunkEvents(events, maxBytes).map(text);
       assert.deepEqual(chunks, greedy(events, maxBytes), `maxBytes ${maxBytes}, ${count} events`);
       const seqs = chunks.flatMap((c) => c.split(EVENT_SEPARATOR).map((line) => decodeEventHeader(line).seq));
       assert.deepEqual(
@@ -71,14 +72,14 @@ test('chunks stay within the limit in UTF-8 bytes, hold every event in order, an
 test('multi-byte text is counted in bytes: 3-byte characters fill a chunk at a third of their length', () => {
   // Each line is ~1,090 UTF-16 units but ~3,200 bytes: counting units would put three in 4,096 bytes.
   const events = Array.from({ length: 6 }, (_, i) => event(i + 1, '語'.repeat(1_000)));
-  const chunks = chunkEvents(events, 4_096);
+  const chunks = chunkEvents(events, 4_096).map(text);
   assert.equal(chunks.length, 6);
   for (const c of chunks) assert.ok(!c.includes(EVENT_SEPARATOR));
 });
 
 test('an event larger than the limit goes alone, and the ones around it are packed as usual', () => {
   const events = [event(1, 'a'), event(2, 'b'), event(3, 'z'.repeat(5_000)), event(4, 'c'), event(5, 'd')];
-  const chunks = chunkEvents(events, 1_000);
+  const chunks = chunkEvents(events, 1_000).map(text);
   assert.equal(chunks.length, 3);
   assert.equal(chunks[0]?.split(EVENT_SEPARATOR).length, 2);
   assert.ok(!chunks[1]?.includes(EVENT_SEPARATOR));
@@ -102,4 +103,32 @@ test("the commit time of an announcement: its reply subject, an earlier version'
   assert.equal(committedAtMs(msg('_INBOX.x.1'), subjects.committedAtPrefix), undefined);
   assert.equal(committedAtMs(msg('rs.committed.soon'), subjects.committedAtPrefix), undefined);
   assert.equal(committedAtMs(msg(''), subjects.committedAtPrefix), undefined);
+});
+
+test("payloads are eventJson's UTF-8 byte for byte, across buffer growth, and each one a copy of its own", () => {
+  const texts = [
+    '🤖 robot',
+    '語'.repeat(30_000),
+    'é\u0000\t"\\',
+    'plain',
+    '\ud83e',
+    'x'.repeat(70_000),
+    '💬'.repeat(9),
+  ];
+  const events = texts.map((t, i) => event(i + 1, t));
+  const reference = (evs: readonly StoredEvent[], max: number): Buffer[] =>
+    greedy(evs, max).map((s) => Buffer.from(s, 'utf8'));
+  for (const max of [300, 100_000, 1_000_000]) {
+    const chunks = chunkEvents(events, max);
+    assert.deepEqual(
+      chunks.map((c) => Buffer.from(c)),
+      reference(events, max),
+      `maxBytes ${max}`,
+    );
+  }
+  // A later call reuses the buffer: what an earlier call returned does not change.
+  const first = chunkEvents([event(1, 'first')], 1_000);
+  const copy = Buffer.from(first[0] as Uint8Array);
+  chunkEvents([event(2, 'second, longer than the first')], 1_000);
+  assert.deepEqual(Buffer.from(first[0] as Uint8Array), copy);
 });
