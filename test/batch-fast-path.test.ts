@@ -352,36 +352,41 @@ test('a lost lease: FencedError naming the lost partition, nothing stored, no po
   assert.deepEqual(slow[0], err);
 });
 
+/** A batch of two threads whose second event of `t` has `content_json`. */
+function withContent(t: string, content_json: string): Map<string, PendingEvent[]> {
+  const p = pending(t, 'bad');
+  const u = randomName('fp-');
+  return new Map([
+    [t, [pending(t, 'fine'), { ...p, record: { ...p.record, content_json } }]],
+    [u, [pending(u, 'other')]],
+  ]);
+}
+
+/** Stores `groups` both ways, each expected to fail: their errors, and the fast path's queries. */
+async function failBoth(
+  groups: Map<string, PendingEvent[]>,
+): Promise<{ fast: unknown; slow: unknown; texts: string[] }> {
+  const failure = (p: Promise<unknown>) =>
+    p.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+  const [fast, texts] = await recording(pool, (c) => failure(storeBatch(c, groups, fenceOf(groups))));
+  const [slow] = await recording(twin, (c) => failure(storeBatchInTransaction(c, groups, fenceOf(groups))));
+  return { fast, slow, texts };
+}
+
+const sqlstate = (e: unknown) => (e as { code?: string } | undefined)?.code;
+
 test('bad data fails the fast path with the SQLSTATE the transaction fails with', async () => {
-  const bad = (t: string, content_json: string): Map<string, PendingEvent[]> => {
-    const p = pending(t, 'bad');
-    const u = randomName('fp-');
-    return new Map([
-      [t, [pending(t, 'fine'), { ...p, record: { ...p.record, content_json } }]],
-      [u, [pending(u, 'other')]],
-    ]);
-  };
   // Not JSON; JSON too deep for Postgres; a NUL character (refused by the text input itself).
   for (const content of ['{"no":', `${'['.repeat(20_000)}${']'.repeat(20_000)}`, '"nul \u0000"']) {
     const t = randomName('fp-');
-    const groups = bad(t, content);
-    const [fast, texts] = await recording(pool, (c) =>
-      storeBatch(c, groups, fenceOf(groups)).then(
-        () => undefined,
-        (e: unknown) => e,
-      ),
-    );
-    const [slow] = await recording(twin, (c) =>
-      storeBatchInTransaction(c, groups, fenceOf(groups)).then(
-        () => undefined,
-        (e: unknown) => e,
-      ),
-    );
+    const { fast, slow, texts } = await failBoth(withContent(t, content));
     assert.match(texts[0] ?? '', FAST);
     assert.equal(texts.length, 1, 'no fallback on bad data');
-    const code = (e: unknown) => (e as { code?: string }).code;
-    assert.ok(code(slow), `the transaction fails on ${content.slice(0, 20)}`);
-    assert.equal(code(fast), code(slow), content.slice(0, 20));
+    assert.ok(sqlstate(slow), `the transaction fails on ${content.slice(0, 20)}`);
+    assert.equal(sqlstate(fast), sqlstate(slow), content.slice(0, 20));
     assert.deepEqual(rejectionOf(fast), rejectionOf(slow));
     assert.deepEqual(await threadRows(pool, t), [], 'nothing stored');
   }
@@ -447,34 +452,15 @@ test('a text holding a separator sends the batch down the slow path, which refus
   // the log by something else can: split at it, its column would not line up with the others.
   for (const content_json of ['"a\x1eb"', '\x1f', '{"x":"\x1e"}\x1e{}', '"\x1e"']) {
     const t = randomName('fx-');
-    const u = randomName('fx-');
-    const p = pending(t, 'sep');
-    const groups = new Map<string, PendingEvent[]>([
-      [t, [pending(t, 'before'), { ...p, record: { ...p.record, content_json } }]],
-      [u, [pending(u, 'other')]],
-    ]);
-    const [fast, texts] = await recording(pool, (c) =>
-      storeBatch(c, groups, fenceOf(groups)).then(
-        () => undefined,
-        (e: unknown) => e,
-      ),
-    );
-    const [slow] = await recording(twin, (c) =>
-      storeBatchInTransaction(c, groups, fenceOf(groups)).then(
-        () => undefined,
-        (e: unknown) => e,
-      ),
-    );
-    const code = (e: unknown) => (e as { code?: string } | undefined)?.code;
-    assert.ok(code(slow), `the transaction refuses ${JSON.stringify(content_json)}`);
-    assert.equal(code(fast), code(slow), JSON.stringify(content_json));
+    const { fast, slow, texts } = await failBoth(withContent(t, content_json));
+    assert.ok(sqlstate(slow), `the transaction refuses ${JSON.stringify(content_json)}`);
+    assert.equal(sqlstate(fast), sqlstate(slow), JSON.stringify(content_json));
     assert.deepEqual(rejectionOf(fast), rejectionOf(slow));
     assert.match(texts[0] ?? '', FAST);
     // The NULL marker alone in a column that cannot be NULL is only that text, refused as JSON.
     if (content_json.includes('\x1e'))
       assert.ok(texts.length > 1, `fell back to the transaction: ${texts.join(' | ')}`);
     assert.deepEqual(await threadRows(pool, t), [], 'nothing stored');
-    assert.deepEqual(await threadRows(pool, u), [], 'nothing stored');
   }
 });
 
