@@ -504,7 +504,7 @@ test('the fast path reads no table whole, even when its tables were never analys
       await client.query('RESET client_min_messages');
       const fast = plans.filter(
         (p) =>
-          /PL\/pgSQL function rs_store_batch|rs_store_batch\(/.test(p) || /Query Text: (WITH|SELECT)/.test(p),
+          /PL\/pgSQL function rs_store_rows|rs_store_rows\(/.test(p) || /Query Text: (WITH|SELECT)/.test(p),
       );
       assert.ok(fast.length >= 4, `the function's statements were explained (${plans.length} plans)`);
       for (const p of fast) assert.doesNotMatch(p, /Seq Scan on (run_events|runs|thread_heads)\b/, p);
