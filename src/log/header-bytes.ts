@@ -3,8 +3,9 @@
  * `MsgHdrs` object per message: `headers()` + `set()` canonicalise each name character by
  * character, check each value by regular expression, and build the block through string
  * concatenation and a TextEncoder at every publish: 2.2 µs for the publisher's two headers,
- * 0.4 µs here, and 7% of what ingest allocated at one event per request. The block is the one nats.js writes (`NATS/1.0`, `Name: value` lines,
- * an empty line), so a reader's `msg.headers` parses it as usual.
+ * 0.4 µs here, and 7% of what ingest allocated at one event per request. The block is the one
+ * nats.js writes (`NATS/1.0`, `Name: value` lines, an empty line), so a reader's `msg.headers`
+ * parses it as usual.
  *
  * nats.js's `publish` asks its `headers` option for nothing but `encode()` (nats-core
  * protocol.js, `publish`); test/header-bytes.test.ts publishes these through a real server and
