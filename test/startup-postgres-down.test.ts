@@ -98,3 +98,45 @@ test('a SIGTERM during start-up is kept: the broker starts, then shuts down grac
   assert.ok(at('shutting down') <= at('runstream stopped'), out.slice(-2000));
   assert.ok(!lines.some((l) => l.msg.startsWith('migrations failed')), 'a shutdown is no failure');
 });
+
+test('a broker started and closed in-process leaves no timer that keeps the process running', async () => {
+  await using servers = await startServers({ own: true });
+  const config = brokerConfig(servers);
+  // An embedding program (or a test) that closes its broker must be able to just end: the
+  // timers that keep Node's event loop alive are listed by getActiveResourcesInfo() (sockets
+  // too, but those are still finishing their close in that turn).
+  const script = `
+    const { startBroker } = await import(${JSON.stringify(new URL('../src/broker.js', import.meta.url).href)});
+    const { loadConfig } = await import(${JSON.stringify(new URL('../src/config.js', import.meta.url).href)});
+    const { createLogger } = await import(${JSON.stringify(new URL('../src/logger.js', import.meta.url).href)});
+    const config = loadConfig(process.env);
+    const broker = await startBroker(config, createLogger('warn'));
+    await broker.close();
+    console.log(JSON.stringify(process.getActiveResourcesInfo()));`;
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
+    env: {
+      ...process.env,
+      RS_HOST: '127.0.0.1',
+      GRPC_PORT: '0',
+      HTTP_PORT: '0',
+      NATS_URL: config.natsUrl,
+      DATABASE_URL: config.databaseUrl,
+      RS_STREAM: config.streamName,
+      RS_SUBJECT_PREFIX: config.subjectPrefix,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  child.stderr.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+  assert.equal(code, 0, out);
+  const line = out.split('\n').find((l) => l.startsWith('['));
+  assert.ok(line, `the resources were printed: ${out}`);
+  const timers = (JSON.parse(line) as string[]).filter((r) => r === 'Timeout');
+  assert.deepEqual(timers, [], 'no timer of the broker is left to keep the process running');
+});

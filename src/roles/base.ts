@@ -91,10 +91,15 @@ export async function startBase(config: Config, log: Logger, closers: Closers): 
   // Normally Postgres is there: wait for the migrations, so roles start on a migrated
   // database as before. Only a database still unreachable after the first try is left to
   // the background.
+  // The timer is cleared once the race is decided: a pending one kept the process alive for
+  // the rest of its 6 s after a shutdown (an embedded broker started and closed at once).
+  let firstTryTimer: NodeJS.Timeout | undefined;
   const firstTry = await Promise.race([
     database.then(() => 'migrated' as const),
-    new Promise<'waiting'>((resolve) => setTimeout(() => resolve('waiting'), FIRST_DATABASE_TRY_MS)),
-  ]);
+    new Promise<'waiting'>((resolve) => {
+      firstTryTimer = setTimeout(() => resolve('waiting'), FIRST_DATABASE_TRY_MS);
+    }),
+  ]).finally(() => clearTimeout(firstTryTimer));
   if (firstTry === 'waiting') {
     database.catch((err: unknown) => {
       // A shutdown stops the wait: that is no failure.
