@@ -76,12 +76,16 @@ test('publishes issued while NATS is down are acked once it is back, in order an
     ];
     await new Promise((r) => setTimeout(r, 300));
     await nats.restart();
+    let timer: NodeJS.Timeout | undefined;
     const acks = await Promise.race([
       Promise.all(during),
-      new Promise<never>((_, reject) =>
-        setTimeout(() => reject(new Error('publishes issued during the outage were not acked')), 60_000),
-      ),
-    ]);
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () => reject(new Error('publishes issued during the outage were not acked')),
+          60_000,
+        );
+      }),
+    ]).finally(() => clearTimeout(timer));
     const seqs = acks.map((a) => a.map((x) => x.seq));
     const [d1, d2, d3] = [seqs[0]?.[0], seqs[1]?.[0], seqs[1]?.[1]];
     assert.ok((d1 as number) < (d2 as number), `run t1/r in call order: d1 at ${d1}, d2 at ${d2}`);
