@@ -18,12 +18,14 @@ const line = (o: Record<string, unknown>): string => JSON.stringify(o);
 test('every subcommand answers --help with its usage and exit 0; no command is a usage error', async () => {
   const top = await runCli(['--help']);
   assert.equal(top.code, 0);
-  for (const name of SUBCOMMANDS) {
+  // Each one a process of its own, started together: the answers are checked one by one.
+  const helps = await Promise.all(SUBCOMMANDS.map((name) => runCli([name, '--help'])));
+  SUBCOMMANDS.forEach((name, i) => {
     assert.match(top.stdout, new RegExp(`^  ${name} `, 'm'), `${name} listed`);
-    const r = await runCli([name, '--help']);
+    const r = helps[i] as (typeof helps)[number];
     assert.equal(r.code, 0, `${name} --help: ${r.stderr}`);
     assert.match(r.stdout, new RegExp(`^usage: runstream ${name}`), name);
-  }
+  });
   const none = await runCli([]);
   assert.equal(none.code, 2);
   assert.match(none.stderr, /^usage: runstream/);
@@ -61,8 +63,9 @@ test('bad flags exit 2 naming the flag', async () => {
     [['import', 'f.jsonl', '--thread', 'a b'], /--thread "a b": must match/],
     [['runs', 't1', '--status', 'done'], /--status "done": must be one of pending, running/],
   ];
-  for (const [args, message] of cases) {
-    const r = await runCli(args, { env: { RS_JWT_SECRET: SECRET } });
+  const answers = await Promise.all(cases.map(([args]) => runCli(args, { env: { RS_JWT_SECRET: SECRET } })));
+  for (const [i, [args, message]] of cases.entries()) {
+    const r = answers[i] as (typeof answers)[number];
     assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
     assert.match(r.stderr, message, args.join(' '));
     assert.match(r.stderr, /usage: runstream/, args.join(' '));
@@ -348,7 +351,7 @@ describe('against an open broker', () => {
     const url = new URL(stack.servers.pg.url);
     url.pathname = '/no_such_db';
     const failed = await runCli(['serve'], { env: { ...base, DATABASE_URL: url.toString() } });
-    assert.equal(failed.code, 1);
+    assert.equal(failed.code, 1, `${failed.stdout}${failed.stderr}`);
     assert.match(
       failed.stderr,
       /^runstream: failed to start: database "no_such_db" does not exist on 127\.0\.0\.1:\d+ \(DATABASE_URL\): create it with `createdb -h 127\.0\.0\.1 -p \d+ -U \w+ no_such_db`.*\n$/,
@@ -360,7 +363,7 @@ describe('against an open broker', () => {
     await waitFor(() => serve.stdout().includes('runstream started'));
     serve.child.kill('SIGTERM');
     const r = await serve.done;
-    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.code, 0, `${r.stdout}${r.stderr}`);
     const started = r.stdout.split('\n').find((l) => l.includes('runstream started')) as string;
     assert.match(started, /^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: runstream started /);
   });
