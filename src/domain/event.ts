@@ -109,6 +109,31 @@ export interface StoredEvent extends LogRecord {
 }
 
 /**
+ * A stored event of `r`, built key by key in one literal. V8 builds an object literal that
+ * holds a spread followed by more keys (`{ ...r, seq, offset }`) in its runtime, with a new
+ * shape each time: 3.3 µs an event against 25 ns this way (docs/benchmarks.md), in the
+ * persister's every batch. `created_at_text` is added only when given (a key added after
+ * the literal is a cached shape transition; a conditional spread inside it is not).
+ */
+export function storedEvent(r: LogRecord, seq: number, offset: number): StoredEvent {
+  const e: { -readonly [K in keyof StoredEvent]: StoredEvent[K] } = {
+    thread_id: r.thread_id,
+    run_id: r.run_id,
+    event_id: r.event_id,
+    event_type: r.event_type,
+    category: r.category,
+    user_id: r.user_id,
+    created_at: r.created_at,
+    content_json: r.content_json,
+    metadata_json: r.metadata_json,
+    seq,
+    offset,
+  };
+  if (r.created_at_text !== undefined) e.created_at_text = r.created_at_text;
+  return e;
+}
+
+/**
  * The client-facing JSON text of a stored event: every field in snake_case, `content`
  * and `metadata` as JSON (not strings), `seq` and `offset` as numbers.
  */

@@ -5,7 +5,7 @@ import * as grpc from '@grpc/grpc-js';
 import { watchExpiry } from '../auth/expiry.js';
 import { type Authenticator, bearerFromGrpc, type Principal } from '../auth/principal.js';
 import type { LogRecord } from '../domain/event.js';
-import { parseTraceparent, TRACEPARENT_KEY, withTraceparent } from '../domain/trace.js';
+import { parseTraceparent, TRACEPARENT_KEY } from '../domain/trace.js';
 import {
   ErrorCode,
   InvalidArgumentError,
@@ -125,13 +125,7 @@ export class IngestService {
     if (ack !== 'ACK_LEVEL_UNSPECIFIED' && ack !== 'ACCEPTED' && ack !== 'PERSISTED') {
       throw new InvalidArgumentError('ack', `unknown ack level ${String(ack)}`);
     }
-    const records = validateEvents(req.events, this.#o.limits);
-    if (traceparent !== undefined) {
-      for (let i = 0; i < records.length; i++) {
-        const r = records[i] as LogRecord;
-        records[i] = { ...r, metadata_json: withTraceparent(r.metadata_json, traceparent) };
-      }
-    }
+    const records = validateEvents(req.events, this.#o.limits, new Date(), traceparent);
     authorizePublish(records, principal);
     onValidated?.(records);
     const span = startSpan('runstream.ingest.publish', {

@@ -7,6 +7,7 @@ import { v7 as uuidv7 } from 'uuid';
 import { CATEGORY_PATTERN, CATEGORY_RULE, categoryOfEnum, type LogRecord } from '../domain/event.js';
 import { EVENT_TYPE_PATTERN, optionalId, requiredId } from '../domain/ids.js';
 import { TIME_TEXT_RULE, timeTextMs } from '../domain/time-text.js';
+import { withTraceparent } from '../domain/trace.js';
 import { InvalidArgumentError, quote } from '../errors.js';
 import type { Event__Output } from '../gen/runstream/v1/Event.js';
 import { holdsInfiniteNumber, jsonTextProblem } from './json-text.js';
@@ -18,11 +19,15 @@ export interface ValidationLimits {
   readonly maxJsonDepth: number;
 }
 
-/** Validates a whole request's events and turns them into log records, or throws. */
+/**
+ * Validates a whole request's events and turns them into log records, or throws. A request's
+ * `traceparent` goes into each record's metadata (domain/trace.ts), after the size check.
+ */
 export function validateEvents(
   events: readonly Event__Output[],
   limits: ValidationLimits,
   now: Date = new Date(),
+  traceparent?: string,
 ): LogRecord[] {
   if (events.length === 0) throw new InvalidArgumentError('events', 'at least one event is required');
   if (events.length > limits.maxEventsPerRequest) {
@@ -34,7 +39,7 @@ export function validateEvents(
   const records: LogRecord[] = new Array(events.length);
   const receivedAt = now.toISOString();
   for (let i = 0; i < events.length; i++) {
-    records[i] = validateEvent(events[i] as Event__Output, `events[${i}]`, limits, receivedAt);
+    records[i] = validateEvent(events[i] as Event__Output, `events[${i}]`, limits, receivedAt, traceparent);
   }
   return records;
 }
@@ -44,6 +49,7 @@ function validateEvent(
   path: string,
   limits: ValidationLimits,
   receivedAt: string,
+  traceparent: string | undefined,
 ): LogRecord {
   requiredId(e.thread_id, `${path}.thread_id`);
   requiredId(e.run_id, `${path}.run_id`);
@@ -78,26 +84,28 @@ function validateEvent(
   }
   checkJson(metadataJson, `${path}.metadata_json`, true, limits.maxJsonDepth);
 
-  const record: LogRecord = {
+  const stamped = e.created_at ? timestampToIso(e.created_at, `${path}.created_at`) : undefined;
+  const text = e.created_at_text === '' ? undefined : e.created_at_text;
+  if (text !== undefined && e.created_at) {
+    throw new InvalidArgumentError(
+      `${path}.created_at_text`,
+      'cannot be given with created_at; give one of them',
+    );
+  }
+  const record: { -readonly [K in keyof LogRecord]: LogRecord[K] } = {
     thread_id: e.thread_id,
     run_id: e.run_id,
     event_id: e.event_id === '' ? uuidv7() : e.event_id,
     event_type: e.event_type,
     category,
     user_id: e.user_id,
-    created_at: e.created_at ? timestampToIso(e.created_at, `${path}.created_at`) : receivedAt,
+    created_at: text !== undefined ? timeTextToIso(text, `${path}.created_at_text`) : (stamped ?? receivedAt),
     content_json: e.content_json,
-    metadata_json: metadataJson,
+    metadata_json: traceparent === undefined ? metadataJson : withTraceparent(metadataJson, traceparent),
   };
-  const text = e.created_at_text;
-  if (text === '' || text === undefined) return record;
-  if (e.created_at) {
-    throw new InvalidArgumentError(
-      `${path}.created_at_text`,
-      'cannot be given with created_at; give one of them',
-    );
-  }
-  return { ...record, created_at: timeTextToIso(text, `${path}.created_at_text`), created_at_text: text };
+  // Added after the literal, not spread into it (domain/event.ts storedEvent says why).
+  if (text !== undefined) record.created_at_text = text;
+  return record;
 }
 
 /**

@@ -282,8 +282,8 @@ function decodeV2(text: string): DecodedLogMessage {
     at += length;
     return part;
   };
-  const records = h.events.map((e) =>
-    decodeLogRecord({
+  const records = h.events.map((e) => {
+    const fields: Record<string, unknown> = {
       thread_id: h.thread_id,
       run_id: h.run_id,
       event_id: e.event_id,
@@ -291,11 +291,13 @@ function decodeV2(text: string): DecodedLogMessage {
       category: e.category,
       user_id: e.user_id,
       created_at: e.created_at,
-      ...(e.created_at_text === undefined ? {} : { created_at_text: e.created_at_text }),
       content_json: take(e.content_length, 'content_length'),
       metadata_json: take(e.metadata_length, 'metadata_length'),
-    }),
-  );
+    };
+    // Added after the literal, not spread into it (domain/event.ts storedEvent says why).
+    if (e.created_at_text !== undefined) fields.created_at_text = e.created_at_text;
+    return decodeLogRecord(fields);
+  });
   if (at !== text.length) throw new Error('log message has bytes past its last record');
   return { records, receipts: h.receipts !== false };
 }

@@ -33,7 +33,7 @@
  * one must be made to the other (test/batch-assigner.test.ts compares the two paths).
  */
 import type pg from 'pg';
-import { categoryNumber, type LogRecord, type StoredEvent } from '../domain/event.js';
+import { categoryNumber, type LogRecord, type StoredEvent, storedEvent } from '../domain/event.js';
 import { arrayLiteral, joinedText } from './column-text.js';
 import type { Horizons } from './deletions.js';
 import { FencedError, type FenceEntry, fence as fenceLeases, type LeaseScope } from './leases.js';
@@ -218,7 +218,7 @@ async function storeBatchFast(
     let first = Number.POSITIVE_INFINITY;
     for (const p of batch) {
       const r = p.record;
-      mine.push({ ...r, seq: mine.length + 1, offset: p.offset });
+      mine.push(storedEvent(r, mine.length + 1, p.offset));
       if (p.offset < first) first = p.offset;
       ev.push(threadId, mine.length, r, p.offset);
     }
@@ -428,7 +428,7 @@ export async function storeBatchInTransaction(
         const receipt = { event_id: r.event_id, seq, offset: p.offset };
         s.known.set(r.event_id, receipt); // a later repeat in this batch is a duplicate
         if (!p.rejection) receipts[i] = receipt;
-        inserted.push({ ...r, seq, offset: p.offset });
+        inserted.push(storedEvent(r, seq, p.offset));
         ins.push(s.threadId, seq, r, p.offset);
       }
       if (fresh > 0) for (const d of runDeltas(inserted)) deltas.push({ threadId: s.threadId, d });

@@ -35,7 +35,7 @@ const EVENT_COLUMNS = `seq, stream_offset, thread_id, run_id, event_id, event_ty
   content::text AS content, metadata::text AS metadata`;
 
 function toStored(r: EventRow): StoredEvent {
-  return {
+  const e: { -readonly [K in keyof StoredEvent]: StoredEvent[K] } = {
     seq: Number(r.seq),
     offset: Number(r.stream_offset),
     thread_id: r.thread_id,
@@ -45,10 +45,12 @@ function toStored(r: EventRow): StoredEvent {
     category: r.category_name ?? categoryName(r.category),
     user_id: r.user_id,
     created_at: r.created_at,
-    ...(r.created_at_text === null ? {} : { created_at_text: r.created_at_text }),
     content_json: r.content,
     metadata_json: r.metadata,
   };
+  // Added after the literal, not spread into it (domain/event.ts storedEvent says why).
+  if (r.created_at_text !== null) e.created_at_text = r.created_at_text;
+  return e;
 }
 
 export interface PageQuery {
