@@ -20,6 +20,8 @@ export interface CommittedEvent {
   /** For user-scoped subscriptions (tokens with a `user_id` claim). */
   readonly user_id: string;
   readonly json: string;
+  /** What fan-out makes of it once for all its subscribers on the node (fanout/core/subscription.ts). */
+  delivered: unknown;
 }
 
 const SEQ_PREFIX = '{"seq":';
@@ -125,7 +127,15 @@ export function decodeEventHeader(json: string): CommittedEvent {
   const [eventType, afterType] = between(',"event_type":', ',"category":"', afterRun);
   const [category, afterCategory] = between(',"category":"', '"', afterType);
   const [user_id] = between(',"user_id":"', '"', afterCategory);
-  return { seq, run_id, category, event_type: JSON.parse(eventType) as string, user_id, json };
+  return {
+    seq,
+    run_id,
+    category,
+    event_type: JSON.parse(eventType) as string,
+    user_id,
+    json,
+    delivered: undefined,
+  };
 }
 
 export function encodeReceipts(receipts: readonly Receipt[]): string {

@@ -65,6 +65,12 @@ export interface DeliveredEvent extends FilterableEvent {
   json(): string;
   /** One object carries this event to all its live subscribers, so its frame can be shared. */
   readonly shared?: true;
+  /**
+   * A shared event's frame as a transport last built it, and the subscription id it names
+   * (ws/frames.ts): kept on the event, not in a WeakMap, whose entries cost a lookup and an
+   * insert per event and work for the collector.
+   */
+  frame?: { readonly subId: string; readonly bytes: Buffer } | undefined;
 }
 
 /** What every subscription on a fan-out node reads from, whatever its transport. */
@@ -596,12 +602,11 @@ export class Subscription {
 
 /**
  * One {@link DeliveredEvent} per committed event, shared by every subscription it goes to,
- * so what a transport builds from it once (the WebSocket frame) serves them all.
+ * so what a transport builds from it once (the WebSocket frame) serves them all. Kept in the
+ * committed event's own slot (a WeakMap was a lookup and an insert per event).
  */
-const deliveredOnce = new WeakMap<CommittedEvent, DeliveredEvent>();
-
 function committed(e: CommittedEvent): DeliveredEvent {
-  let d = deliveredOnce.get(e);
+  let d = e.delivered as DeliveredEvent | undefined;
   if (d === undefined) {
     d = {
       seq: e.seq,
@@ -611,8 +616,9 @@ function committed(e: CommittedEvent): DeliveredEvent {
       user_id: e.user_id,
       json: () => e.json,
       shared: true,
+      frame: undefined,
     };
-    deliveredOnce.set(e, d);
+    e.delivered = d;
   }
   return d;
 }

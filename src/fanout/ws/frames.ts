@@ -8,21 +8,22 @@ export function eventFrame(subId: string, eventJson: string): string {
   return `{"type":"event","id":${JSON.stringify(subId)},"event":${eventJson}}`;
 }
 
-/** The last frame built for an event, and the subscription id it names. */
-const lastEventFrame = new WeakMap<object, { readonly subId: string; readonly frame: Buffer }>();
-
 /**
  * The event frame, as UTF-8 bytes, built once per event and subscription id: every
  * subscriber of that event whose subscription has the same id (as clients that name
  * their one subscription alike do) gets the very same Buffer, which every socket writes
- * without copying. `e` must be one object per event, shared by its subscribers.
+ * without copying. `e` must be one object per event, shared by its subscribers; the frame
+ * last built is kept in its `frame`.
  */
-export function sharedEventFrame(subId: string, e: { json(): string }): Buffer {
-  const last = lastEventFrame.get(e);
-  if (last !== undefined && last.subId === subId) return last.frame;
-  const frame = Buffer.from(eventFrame(subId, e.json()));
-  lastEventFrame.set(e, { subId, frame });
-  return frame;
+export function sharedEventFrame(
+  subId: string,
+  e: { json(): string; frame?: { readonly subId: string; readonly bytes: Buffer } | undefined },
+): Buffer {
+  const last = e.frame;
+  if (last !== undefined && last.subId === subId) return last.bytes;
+  const bytes = Buffer.from(eventFrame(subId, e.json()));
+  e.frame = { subId, bytes };
+  return bytes;
 }
 
 export function liveFrame(subId: string, seq: number): string {
