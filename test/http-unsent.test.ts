@@ -70,3 +70,53 @@ test('answers a client never reads hold the node’s budget at most: then 429, u
   await gone;
   assert.ok(got < 100 * 240_000, `${got} bytes of the page reached the client`);
 });
+
+test('an answer sent before its request body was read closes the connection; bodiless requests keep it alive', async () => {
+  await using stack = await startStack();
+  const port = Number(new URL(stack.httpUrl).port);
+  // The client announces 10 MB and sends a part: the broker answers at once (a cancel body too
+  // large, a route that does not exist) and must not go on reading the rest for it.
+  const cases = [
+    { path: `/v1/threads/${randomName('t-')}/runs/r1/cancel`, status: 400 },
+    { path: '/v1/no-such-route', status: 404 },
+  ];
+  for (const { path, status } of cases) {
+    const socket = net.connect(port, '127.0.0.1');
+    let received = '';
+    socket.on('data', (d: Buffer) => {
+      received += d.toString('latin1');
+    });
+    socket.on('error', () => undefined); // a reset while writing is the server closing
+    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+    socket.write(
+      `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 10000000\r\n\r\n`,
+    );
+    socket.write(Buffer.alloc(256 * 1024, 0x78));
+    // A deadline only so the old behaviour fails instead of hanging: the socket stays open.
+    const outcome = await Promise.race([
+      closed.then(() => 'closed' as const),
+      new Promise<'open'>((resolve) => setTimeout(() => resolve('open'), 15_000).unref()),
+    ]);
+    socket.destroy();
+    assert.match(received, new RegExp(`^HTTP/1\\.1 ${status} `), `${path}: ${received.slice(0, 300)}`);
+    assert.match(received, /\r\nconnection: close\r\n/i, `${path}: ${received.slice(0, 300)}`);
+    assert.equal(outcome, 'closed', `${path}: the server closes the connection instead of reading the rest`);
+  }
+
+  // Two bodiless requests on one connection: both answered, and it stays open.
+  const socket = net.connect(port, '127.0.0.1');
+  let received = '';
+  socket.on('data', (d: Buffer) => {
+    received += d.toString('latin1');
+  });
+  await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+  socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /v1/no-such-route HTTP/1.1\r\nHost: x\r\n\r\n');
+  try {
+    await waitFor(() => (received.match(/^HTTP\/1\.1 /gm) ?? []).length === 2, { what: 'both answers' });
+    assert.doesNotMatch(received, /connection: close/i);
+    assert.equal(socket.destroyed, false);
+  } finally {
+    socket.destroy();
+  }
+});
