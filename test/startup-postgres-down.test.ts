@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { test } from 'node:test';
 import { IngestClient } from '../src/client/ingest-client.js';
+import type { Config } from '../src/config.js';
 import { tokenEvent } from './helpers/events.js';
 import {
   brokerConfig,
@@ -16,6 +17,20 @@ import {
   threadRows,
 } from './helpers/stack.js';
 import { waitFor } from './helpers/wait.js';
+
+/** The environment of a broker process on these servers, on ports of its own choosing. */
+function brokerEnv(config: Config): NodeJS.ProcessEnv {
+  return {
+    ...process.env,
+    RS_HOST: '127.0.0.1',
+    GRPC_PORT: '0',
+    HTTP_PORT: '0',
+    NATS_URL: config.natsUrl,
+    DATABASE_URL: config.databaseUrl,
+    RS_STREAM: config.streamName,
+    RS_SUBJECT_PREFIX: config.subjectPrefix,
+  };
+}
 
 test('started with Postgres down, the broker waits for it (not ready), then stores everything', async () => {
   await using servers = await startServers({ own: true });
@@ -55,17 +70,7 @@ test('a SIGTERM during start-up is kept: the broker starts, then shuts down grac
   await servers.pg.stop();
   // With Postgres down, start-up waits for it for a few seconds before it serves: signal then.
   const child = spawn(process.execPath, [MAIN_JS], {
-    env: {
-      ...process.env,
-      RS_HOST: '127.0.0.1',
-      GRPC_PORT: '0',
-      HTTP_PORT: '0',
-      NATS_URL: config.natsUrl,
-      DATABASE_URL: config.databaseUrl,
-      RS_STREAM: config.streamName,
-      RS_SUBJECT_PREFIX: config.subjectPrefix,
-      LOG_LEVEL: 'info',
-    },
+    env: { ...brokerEnv(config), LOG_LEVEL: 'info' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
@@ -114,16 +119,7 @@ test('a broker started and closed in-process leaves no timer that keeps the proc
     await broker.close();
     console.log(JSON.stringify(process.getActiveResourcesInfo()));`;
   const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
-    env: {
-      ...process.env,
-      RS_HOST: '127.0.0.1',
-      GRPC_PORT: '0',
-      HTTP_PORT: '0',
-      NATS_URL: config.natsUrl,
-      DATABASE_URL: config.databaseUrl,
-      RS_STREAM: config.streamName,
-      RS_SUBJECT_PREFIX: config.subjectPrefix,
-    },
+    env: brokerEnv(config),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
