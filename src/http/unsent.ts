@@ -54,22 +54,6 @@ const tracked = new WeakMap<ServerResponse, UnsentResponses>();
 /** Writes a whole JSON answer, counted against its server's {@link UnsentResponses}. */
 export function endJson(res: ServerResponse, status: number, json: string): void {
   const body = Buffer.from(json);
-  res.setHeader('content-type', 'application/json; charset=utf-8');
-  if (bodyStillComing(res)) res.setHeader('connection', 'close');
-  res.writeHead(status).end(body);
+  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8' }).end(body);
   tracked.get(res)?.hold(res, body.length);
-}
-
-/**
- * The answer goes out before its request's body was read (an error found first, a body too
- * large, a route that takes none): the connection then closes after it. Kept alive, Node
- * would read and discard whatever the client goes on sending, for as long as it sends.
- * Only a request that announced a body counts (its headers say so); one without is complete
- * before its handler could answer.
- */
-function bodyStillComing(res: ServerResponse): boolean {
-  const req = res.req;
-  if (req === undefined || req.complete) return false;
-  const length = req.headers['content-length'];
-  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
