@@ -24,7 +24,6 @@ import type { CancelRun } from '../gen/runstream/v1/CancelRun.js';
 import type { Control } from '../gen/runstream/v1/Control.js';
 import type { LogPublisher } from '../log/publisher.js';
 import type { Subjects } from '../log/subjects.js';
-import { ThreadFeeds } from '../log/thread-feed.js';
 import type { Logger } from '../logger.js';
 import { getRun } from '../persist/runs.js';
 
@@ -136,33 +135,63 @@ export function checkReason(reason: unknown): asserts reason is string {
 }
 
 /**
- * The process's control-subject subscriptions, shared by all its PublishStreams: one NATS
- * subscription per run however many streams publish it.
+ * The process's control messages, for all its PublishStreams: one NATS subscription to every
+ * run's control subject (`<prefix>.ctl.*.*`), routed here to the streams of the run named by
+ * the subject. A subscription per run cost a SUB, a round trip and an UNSUB for every run a
+ * stream published, on this process and on nats-server, which a producer starting a run per
+ * request paid per request; cancels are rare, so every ingest process reading all of them
+ * costs next to nothing. Subscribed at start, it is in place before any event of a run is
+ * published on the same connection, so a cancel (which needs a stored event) always finds it.
  */
 export class ControlFeeds {
-  readonly #feeds: ThreadFeeds<Control>;
+  /** `<thread>.<run>` → the listeners of the run's controls. */
+  readonly #listeners = new Map<string, Set<(c: Control) => void>>();
+  readonly #prefixLength: number;
 
   constructor(nc: NatsConnection, subjects: Subjects, log: Logger) {
-    // Keyed by `<thread>.<run>`; ids never hold a dot, so the key splits back exactly.
-    this.#feeds = new ThreadFeeds<Control>(
-      nc,
-      (key) => {
-        const dot = key.indexOf('.');
-        return subjects.control(key.slice(0, dot), key.slice(dot + 1));
+    this.#prefixLength = subjects.controlPrefix.length;
+    // Lives as long as the connection: the process's, closed at shutdown.
+    nc.subscribe(subjects.controlAll, {
+      callback: (err, msg) => {
+        if (err) {
+          log.warn({ err }, 'control feed error');
+          return;
+        }
+        // The subject past the prefix is `<thread>.<run>`: the key itself.
+        const listeners = this.#listeners.get(msg.subject.slice(this.#prefixLength));
+        if (!listeners) return;
+        let control: Control;
+        try {
+          control = decodeControl(msg);
+        } catch (decodeErr) {
+          log.error({ err: decodeErr, subject: msg.subject }, 'undecodable control message');
+          return;
+        }
+        for (const l of [...listeners]) l(control);
       },
-      decodeControl,
-      log,
-    );
+    });
   }
 
-  /** Listens for the controls of a run; resolves with the function that stops listening. */
-  listen(threadId: string, runId: string, listener: (c: Control) => void): Promise<() => void> {
-    return this.#feeds.listen(`${threadId}.${runId}`, listener);
+  /** Listens for the controls of a run; returns the function that stops listening. */
+  listen(threadId: string, runId: string, listener: (c: Control) => void): () => void {
+    // Ids never hold a dot, so the key is the subject's last two tokens.
+    const key = `${threadId}.${runId}`;
+    let set = this.#listeners.get(key);
+    if (!set) {
+      set = new Set();
+      this.#listeners.set(key, set);
+    }
+    set.add(listener);
+    const listeners = set;
+    return () => {
+      listeners.delete(listener);
+      if (listeners.size === 0 && this.#listeners.get(key) === listeners) this.#listeners.delete(key);
+    };
   }
 
   /** Number of runs listened to. */
   get size(): number {
-    return this.#feeds.size;
+    return this.#listeners.size;
   }
 }
 
@@ -187,8 +216,8 @@ export class StreamControls {
   readonly #feeds: ControlFeeds;
   readonly #send: (c: Control) => void;
   readonly #maxRuns: number;
-  /** `<thread>.<run>` → the pending or done listen; insertion order is age. */
-  readonly #runs = new Map<string, Promise<() => void>>();
+  /** `<thread>.<run>` → the function that stops listening; insertion order is age. */
+  readonly #runs = new Map<string, () => void>();
   #closed = false;
 
   constructor(
@@ -215,11 +244,10 @@ export class StreamControls {
       }
       if (this.#runs.has(key)) continue;
       if (this.#runs.size >= this.#maxRuns) this.#drop(this.#runs.keys().next().value as string);
-      const listening = this.#feeds.listen(r.thread_id, r.run_id, (c) => {
+      const unlisten = this.#feeds.listen(r.thread_id, r.run_id, (c) => {
         if (!this.#closed) this.#send(c);
       });
-      listening.catch(() => undefined);
-      this.#runs.set(key, listening);
+      this.#runs.set(key, unlisten);
     }
   }
 
@@ -229,13 +257,10 @@ export class StreamControls {
   }
 
   #drop(key: string): void {
-    const listening = this.#runs.get(key);
-    if (!listening) return;
+    const unlisten = this.#runs.get(key);
+    if (!unlisten) return;
     this.#runs.delete(key);
-    void listening.then(
-      (unlisten) => unlisten(),
-      () => undefined,
-    );
+    unlisten();
   }
 
   /** Stops listening to every run. Idempotent. */

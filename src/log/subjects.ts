@@ -74,9 +74,17 @@ export class Subjects {
   get persisters(): string {
     return `${this.prefix}.persisters`;
   }
+  /** Every run's control subject: what an ingest process listens to. */
+  get controlAll(): string {
+    return `${this.controlPrefix}*.*`;
+  }
+  /** What every {@link control} subject starts with; `<thread>.<run>` follows. */
+  get controlPrefix(): string {
+    return `${this.prefix}.ctl.`;
+  }
   /** Control messages (cancel requests) for the producer of a run. */
   control(threadId: string, runId: string): string {
-    return `${this.prefix}.ctl.${threadId}.${runId}`;
+    return `${this.controlPrefix}${threadId}.${runId}`;
   }
 }
 

@@ -33,11 +33,11 @@ export interface Servers extends AsyncDisposable {
 }
 
 export async function startServers(
-  opts: { own?: boolean; pgSettings?: readonly string[] } = {},
+  opts: { own?: boolean; pgSettings?: readonly string[]; monitor?: boolean } = {},
 ): Promise<Servers> {
   const useEnv = !opts.own;
   const [nats, pgh] = await Promise.all([
-    startNatsServer({ useEnv }),
+    startNatsServer({ useEnv, ...(opts.monitor ? { monitor: true } : {}) }),
     startPostgres({ useEnv, ...(opts.pgSettings ? { settings: opts.pgSettings } : {}) }),
   ]);
   const db = new pg.Pool({ connectionString: pgh.url, max: 4 });

@@ -1,0 +1,76 @@
+// Routing cancels to producers costs the broker no NATS subscription per run: a process
+// listens to every run's control subject with one subscription, whatever its streams
+// publish. With a subscription per run, a producer of a new run per request (10,000
+// threads, one run each) made the broker and nats-server pay a SUB, a PING and an UNSUB
+// for every request.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { type Broker, startBroker } from '../src/broker.js';
+import { type Event, IngestClient } from '../src/client/ingest-client.js';
+import { createLogger } from '../src/logger.js';
+import { brokerConfig, randomName, type Servers, startServers } from './helpers/stack.js';
+import { waitFor } from './helpers/wait.js';
+
+let servers: Servers;
+let broker: Broker;
+let client: IngestClient;
+before(async () => {
+  servers = await startServers({ own: true, monitor: true });
+  const config = brokerConfig(servers);
+  broker = await startBroker(config, createLogger(config.logLevel));
+  client = new IngestClient(`127.0.0.1:${broker.grpcPort}`);
+});
+after(async () => {
+  client.close();
+  await broker.close();
+  await servers[Symbol.asyncDispose]();
+});
+
+/** The broker's NATS subscriptions, from nats-server's /connz (the connection is named after the pid). */
+async function brokerSubscriptions(): Promise<number> {
+  const res = await fetch(`${servers.nats.monitorUrl}/connz?subs=1&limit=1024`);
+  const body = (await res.json()) as { connections: { name?: string; subscriptions: number }[] };
+  const mine = body.connections.filter((c) => c.name === `runstream-${process.pid}`);
+  assert.equal(mine.length, 1, 'one NATS connection of the broker');
+  return mine[0]?.subscriptions ?? -1;
+}
+
+function ev(t: string, runId: string, id: string): Event {
+  return {
+    thread_id: t,
+    run_id: runId,
+    event_id: id,
+    event_type: 'ai_chunk',
+    category: 'MESSAGE',
+    content_json: '{}',
+  };
+}
+
+test('a stream publishing 200 runs adds no NATS subscription, and a cancel still reaches the run it names', async () => {
+  const t = randomName('t-');
+  const stream = client.openStream();
+  try {
+    // The first request settles whatever the broker subscribes to once (its receipts feed).
+    await stream.send([ev(t, 'run-0', 'e-0')], 'PERSISTED');
+    const base = await brokerSubscriptions();
+    for (let r = 1; r <= 200; r++) await stream.send([ev(t, `run-${r}`, `e-${r}`)], 'ACCEPTED');
+    await stream.send([ev(t, 'run-201', 'e-201')], 'PERSISTED');
+    assert.equal(await brokerSubscriptions(), base, 'NATS subscriptions after 200 more runs on one stream');
+
+    const res = await fetch(`http://127.0.0.1:${broker.httpPort}/v1/threads/${t}/runs/run-150/cancel`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ reason: 'enough' }),
+    });
+    assert.equal(res.status, 202);
+    const control = await waitFor(() => stream.controls[0], {
+      what: 'the cancel on the stream',
+      timeoutMs: 20_000,
+    });
+    assert.equal(control.cancel?.run_id, 'run-150');
+    assert.equal(control.cancel?.thread_id, t);
+    assert.equal(control.cancel?.reason, 'enough');
+  } finally {
+    stream.call.cancel();
+  }
+});
