@@ -213,6 +213,9 @@ export interface RowResult {
   readonly rssPeakMiB?: number;
   /** [seconds since the row started, MiB], for a long row. */
   readonly rssSeriesMiB?: readonly (readonly [number, number])[];
+  /** The V8 heap in use plus external memory after a full collection, where a row reads it. */
+  readonly heldBeforeMiB?: number;
+  readonly heldAfterMiB?: number;
   readonly notes?: string;
   readonly seconds: number;
 }

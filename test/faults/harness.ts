@@ -8,6 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { appendFileSync, createWriteStream, mkdirSync, readFileSync, type WriteStream } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -90,6 +91,8 @@ export class FaultBroker implements AsyncDisposable {
   #child: ChildProcess | undefined;
   #exited: Promise<void> = Promise.resolve();
   readonly #log: WriteStream;
+  readonly #inspect: boolean;
+  #inspectorUrl: string | undefined;
   readonly logPath: string;
   /** Lines of the broker's output that say it crashed or reported an unhandled error. */
   readonly alarms: string[] = [];
@@ -99,15 +102,21 @@ export class FaultBroker implements AsyncDisposable {
     readonly grpcPort: number,
     readonly httpPort: number,
     dir: string,
+    inspect: boolean,
   ) {
+    this.#inspect = inspect;
     this.logPath = join(dir, 'broker.log');
     this.#log = createWriteStream(this.logPath, { flags: 'a' });
   }
 
-  /** `servers`: any NATS (a single server or a cluster's URL list) and Postgres. */
+  /**
+   * `servers`: any NATS (a single server or a cluster's URL list) and Postgres. `inspect` opens
+   * the process's inspector on a loopback port, for {@link heldAfterGcMiB}.
+   */
   static async start(
     servers: { readonly nats: { readonly url: string }; readonly pg: { readonly url: string } },
     env: Record<string, string> = {},
+    opts: { inspect?: boolean } = {},
   ): Promise<FaultBroker> {
     const dir = await mkdtemp(join(tmpdir(), 'rs-fault-broker-'));
     registerTempDir(dir);
@@ -127,6 +136,7 @@ export class FaultBroker implements AsyncDisposable {
       grpcPort,
       httpPort,
       dir,
+      opts.inspect === true,
     );
     await b.restart();
     return b;
@@ -157,6 +167,42 @@ export class FaultBroker implements AsyncDisposable {
     return rssMiB(this.pid);
   }
 
+  /**
+   * What the process holds once the garbage collector has run: a full collection, asked for
+   * through the inspector, then the V8 heap in use plus memory outside it (Buffers), in MiB.
+   * Unlike RSS, which keeps what the allocator took at a peak, this grows over a run only with
+   * what the process keeps. Needs the broker started with `inspect`.
+   */
+  async heldAfterGcMiB(): Promise<number> {
+    const url = this.#inspectorUrl;
+    if (url === undefined) throw new Error('the broker was not started with inspect');
+    const ws = new WebSocket(url);
+    try {
+      await once(ws, 'open');
+      let id = 0;
+      const call = async (method: string, params: object = {}): Promise<unknown> => {
+        const mine = ++id;
+        ws.send(JSON.stringify({ id: mine, method, params }));
+        for (;;) {
+          const [data] = (await once(ws, 'message')) as [Buffer];
+          const msg = JSON.parse(data.toString()) as { id?: number; result?: unknown; error?: unknown };
+          if (msg.id !== mine) continue;
+          if (msg.error) throw new Error(`${method}: ${JSON.stringify(msg.error)}`);
+          return msg.result;
+        }
+      };
+      await call('HeapProfiler.collectGarbage');
+      const r = (await call('Runtime.evaluate', {
+        expression: 'JSON.stringify(process.memoryUsage())',
+        returnByValue: true,
+      })) as { result: { value: string } };
+      const m = JSON.parse(r.result.value) as { heapUsed: number; external: number };
+      return Math.round((m.heapUsed + m.external) / 104_857.6) / 10;
+    } finally {
+      ws.close();
+    }
+  }
+
   logTail(lines = 60): string {
     return logTail(this.logPath, lines);
   }
@@ -164,7 +210,7 @@ export class FaultBroker implements AsyncDisposable {
   /** Starts the process (again, on the same ports) and resolves once it logs `runstream started`. */
   async restart(): Promise<void> {
     if (this.alive()) throw new Error('broker is running');
-    const child = spawn(process.execPath, [MAIN_JS], {
+    const child = spawn(process.execPath, [...(this.#inspect ? ['--inspect=127.0.0.1:0'] : []), MAIN_JS], {
       env: { ...process.env, ...this.env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -201,6 +247,8 @@ export class FaultBroker implements AsyncDisposable {
       child.stderr?.on('data', (d: Buffer) => {
         this.#log.write(d);
         const text = d.toString();
+        const inspector = /Debugger listening on (ws:\/\/\S+)/.exec(text);
+        if (inspector) this.#inspectorUrl = inspector[1];
         if (/Unhandled 'error' event|uncaught|failed to start/i.test(text))
           this.alarms.push(text.slice(0, 500));
       });
