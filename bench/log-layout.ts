@@ -28,7 +28,7 @@
  * writes bench/results/<date>-log-layout[-quick].json.
  */
 import { execFileSync } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { parseArgs } from 'node:util';
 import {
@@ -46,8 +46,7 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { DEFAULT_PERSIST_BATCH_MAX } from '../src/config.js';
 import { PULL_EXPIRES_MS, PULL_HEARTBEAT_MS } from '../src/persist/persister.js';
 import { findNatsServerBinary, startNatsServer } from '../test/helpers/nats-server.js';
-import { readProcStats } from '../test/helpers/proc.js';
-import { waitForQuiet } from './lib/cpu.js';
+import { natsServerPid, schedstatNs, waitForQuiet } from './lib/cpu.js';
 import { fmt, machineInfo, writeResults } from './lib/report.js';
 import { median, summarize } from './lib/stats.js';
 
@@ -194,35 +193,14 @@ interface CpuSnap {
   readonly clientUs: number;
 }
 
-function natsPid(): number {
-  const mine = readProcStats().filter((p) => p.comm === 'nats-server');
-  // Ours is the one whose parent chain reaches this process (spawnServer may put a shell between).
-  const parents = new Map(readProcStats().map((p) => [p.pid, Number(p.fields[1])]));
-  for (const p of mine) {
-    for (let q = p.pid, hops = 0; q > 1 && hops < 16; hops++) {
-      if (q === process.pid) return p.pid;
-      q = parents.get(q) ?? 0;
-    }
-  }
-  throw new Error('our nats-server process was not found in /proc');
-}
-
 function snap(pid: number): CpuSnap {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  let ns = 0;
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    try {
-      ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
-    } catch {
-      // thread exited meanwhile
-    }
-  }
   const u = process.cpuUsage();
   return {
     at: performance.now(),
     natsMs: (Number(f[11]) + Number(f[12])) * 10,
-    natsNs: ns,
+    natsNs: schedstatNs(pid),
     clientUs: u.user + u.system,
   };
 }
@@ -463,7 +441,7 @@ type RunResult = Record<string, Measured>;
 
 async function oneRun(run: number): Promise<RunResult> {
   await using nats = await startNatsServer({ useEnv: false });
-  const pid = natsPid();
+  const pid = natsServerPid();
   const tag = Math.random().toString(36).slice(2, 8);
   const threads = makeThreads(tag);
   const counts = countsOf(threads, MESSAGES);

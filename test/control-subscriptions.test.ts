@@ -6,8 +6,9 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { type Broker, startBroker } from '../src/broker.js';
-import { type Event, IngestClient } from '../src/client/ingest-client.js';
+import { IngestClient } from '../src/client/ingest-client.js';
 import { createLogger } from '../src/logger.js';
+import { tokenEvent } from './helpers/events.js';
 import { brokerConfig, randomName, type Servers, startServers } from './helpers/stack.js';
 import { waitFor } from './helpers/wait.js';
 
@@ -35,26 +36,18 @@ async function brokerSubscriptions(): Promise<number> {
   return mine[0]?.subscriptions ?? -1;
 }
 
-function ev(t: string, runId: string, id: string): Event {
-  return {
-    thread_id: t,
-    run_id: runId,
-    event_id: id,
-    event_type: 'ai_chunk',
-    category: 'MESSAGE',
-    content_json: '{}',
-  };
-}
+/** Event `i` of run `run-<r>` of thread `t`. */
+const ev = (t: string, r: number, i: number) => tokenEvent(t, i, { run_id: `run-${r}` });
 
 test('a stream publishing 200 runs adds no NATS subscription, and a cancel still reaches the run it names', async () => {
   const t = randomName('t-');
   const stream = client.openStream();
   try {
     // The first request settles whatever the broker subscribes to once (its receipts feed).
-    await stream.send([ev(t, 'run-0', 'e-0')], 'PERSISTED');
+    await stream.send([ev(t, 0, 0)], 'PERSISTED');
     const base = await brokerSubscriptions();
-    for (let r = 1; r <= 200; r++) await stream.send([ev(t, `run-${r}`, `e-${r}`)], 'ACCEPTED');
-    await stream.send([ev(t, 'run-201', 'e-201')], 'PERSISTED');
+    for (let r = 1; r <= 200; r++) await stream.send([ev(t, r, r)], 'ACCEPTED');
+    await stream.send([ev(t, 201, 201)], 'PERSISTED');
     assert.equal(await brokerSubscriptions(), base, 'NATS subscriptions after 200 more runs on one stream');
 
     const res = await fetch(`http://127.0.0.1:${broker.httpPort}/v1/threads/${t}/runs/run-150/cancel`, {

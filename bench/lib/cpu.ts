@@ -5,7 +5,7 @@
  * machine ("other": concurrent jobs that make a 2-core box noisy). Elsewhere than Linux
  * it reports nothing.
  */
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { readProcStats } from '../../test/helpers/proc.js';
 
 /** USER_HZ: the unit of utime/stime in /proc (100 on every Linux this runs on). */
@@ -115,4 +115,30 @@ export function cpuPerEvent(
   if (!before || !after || events <= 0) return undefined;
   const us = (role: Role) => Math.round((Math.max(0, after[role] - before[role]) * 1000) / events);
   return { broker: us('broker'), nats: us('nats'), postgres: us('postgres'), bench: us('bench') };
+}
+
+/** The pid of the nats-server this process started (its parent chain reaches this process). */
+export function natsServerPid(): number {
+  const procs = readProcs();
+  for (const [pid, proc] of procs) {
+    if (proc.comm !== 'nats-server') continue;
+    for (let q = pid, hops = 0; q > 1 && hops < 16; hops++) {
+      if (q === process.pid) return pid;
+      q = procs.get(q)?.ppid ?? 0;
+    }
+  }
+  throw new Error('our nats-server process was not found in /proc');
+}
+
+/** CPU time of a process's threads from their schedstat, ns: finer than /proc/<pid>/stat's 10 ms ticks. */
+export function schedstatNs(pid: number): number {
+  let ns = 0;
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+    } catch {
+      // the thread exited meanwhile
+    }
+  }
+  return ns;
 }
