@@ -244,11 +244,16 @@ export class FaultBroker implements AsyncDisposable {
         }
       };
       child.stdout?.on('data', onData);
+      // The inspector's address is on the first lines of stderr, in a chunk or split across chunks.
+      let stderrHead = '';
+      this.#inspectorUrl = undefined;
       child.stderr?.on('data', (d: Buffer) => {
         this.#log.write(d);
         const text = d.toString();
-        const inspector = /Debugger listening on (ws:\/\/\S+)/.exec(text);
-        if (inspector) this.#inspectorUrl = inspector[1];
+        if (this.#inspect && this.#inspectorUrl === undefined && stderrHead.length < 8_192) {
+          stderrHead += text;
+          this.#inspectorUrl = /Debugger listening on (ws:\/\/\S+)\r?\n/.exec(stderrHead)?.[1];
+        }
         if (/Unhandled 'error' event|uncaught|failed to start/i.test(text))
           this.alarms.push(text.slice(0, 500));
       });
