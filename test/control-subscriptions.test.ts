@@ -5,8 +5,13 @@
 // for every request.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { connect } from '@nats-io/transport-node';
 import { type Broker, startBroker } from '../src/broker.js';
 import { IngestClient } from '../src/client/ingest-client.js';
+import type { LogRecord } from '../src/domain/event.js';
+import { ControlFeeds, StreamControls } from '../src/ingest/control.js';
+import { Subjects } from '../src/log/subjects.js';
 import { createLogger } from '../src/logger.js';
 import { tokenEvent } from './helpers/events.js';
 import { brokerConfig, randomName, type Servers, startServers } from './helpers/stack.js';
@@ -74,5 +79,47 @@ test('a stream publishing 202 runs holds one control subscription, and a cancel 
     assert.equal(control.cancel?.reason, 'enough');
   } finally {
     stream.call.cancel();
+  }
+});
+
+test('control routing: runs past the bound, terminal events and a closed stream leave no listener; a throwing listener or a malformed message stops nothing', async () => {
+  const nc = await connect({ servers: servers.nats.url });
+  try {
+    const subjects = new Subjects(randomName('rsc'));
+    const feeds = new ControlFeeds(nc, subjects, createLogger('silent'));
+    const got: string[] = [];
+    const controls = new StreamControls(feeds, (c) => got.push(c.cancel?.run_id ?? '?'), 3);
+    const t = randomName('t-');
+    const lifecycle = (r: number, type: string) =>
+      ({ thread_id: t, run_id: `run-${r}`, category: 'lifecycle', event_type: type }) as LogRecord;
+    controls.observe([0, 1, 2, 3, 4].map((r) => lifecycle(r, 'ai_chunk')));
+    assert.equal(controls.size, 3, 'runs over the bound: the oldest are let go');
+    assert.equal(feeds.size, 3);
+
+    const cancel = (r: number): void =>
+      nc.publish(
+        subjects.control(t, `run-${r}`),
+        JSON.stringify({ thread_id: t, run_id: `run-${r}`, reason: 'x' }),
+      );
+    // A listener of run-4 that throws, beside the stream's own.
+    const unlisten = feeds.listen(t, 'run-4', () => {
+      throw new Error('boom');
+    });
+    nc.publish(subjects.control(t, 'run-3'), '{not json');
+    cancel(0); // let go: not delivered
+    cancel(4);
+    cancel(2);
+    await waitFor(() => got.length >= 2 || undefined, { what: 'two cancels delivered', timeoutMs: 10_000 });
+    assert.deepEqual(got, ['run-4', 'run-2']);
+
+    unlisten();
+    controls.observe([lifecycle(4, 'run_end')]);
+    assert.equal(controls.size, 2, 'a terminal event lets its run go');
+    controls.close();
+    assert.equal(controls.size, 0);
+    assert.equal(feeds.size, 0, 'a closed stream leaves no listener');
+  } finally {
+    // Bounded: a connection whose reading stopped (what a throwing listener did) never closes.
+    await Promise.race([nc.close(), sleep(5_000)]);
   }
 });

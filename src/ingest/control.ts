@@ -154,7 +154,9 @@ export class ControlFeeds {
     nc.subscribe(subjects.controlAll, {
       callback: (err, msg) => {
         if (err) {
-          log.warn({ err }, 'control feed error');
+          // nats.js closes the subscription after this (a permissions violation): cancels no
+          // longer reach this process's producers, who still see the stored event.
+          log.error({ err }, 'control feed error');
           return;
         }
         // The subject past the prefix is `<thread>.<run>`: the key itself.
@@ -167,7 +169,15 @@ export class ControlFeeds {
           log.error({ err: decodeErr, subject: msg.subject }, 'undecodable control message');
           return;
         }
-        for (const l of [...listeners]) l(control);
+        // The one callback serves every run: a listener that throws must not stop it (nats.js
+        // would end the connection's reading).
+        for (const l of [...listeners]) {
+          try {
+            l(control);
+          } catch (listenerErr) {
+            log.error({ err: listenerErr, subject: msg.subject }, 'control listener failed');
+          }
+        }
       },
     });
   }
