@@ -177,14 +177,16 @@ export class FaultBroker implements AsyncDisposable {
     const url = this.#inspectorUrl;
     if (url === undefined) throw new Error('the broker was not started with inspect');
     const ws = new WebSocket(url);
+    // A broker that died or hangs fails the reading instead of stalling the row.
+    const signal = AbortSignal.timeout(30_000);
     try {
-      await once(ws, 'open');
+      await once(ws, 'open', { signal });
       let id = 0;
       const call = async (method: string, params: object = {}): Promise<unknown> => {
         const mine = ++id;
         ws.send(JSON.stringify({ id: mine, method, params }));
         for (;;) {
-          const [data] = (await once(ws, 'message')) as [Buffer];
+          const [data] = (await once(ws, 'message', { signal })) as [Buffer];
           const msg = JSON.parse(data.toString()) as { id?: number; result?: unknown; error?: unknown };
           if (msg.id !== mine) continue;
           if (msg.error) throw new Error(`${method}: ${JSON.stringify(msg.error)}`);
