@@ -11,6 +11,7 @@ import type { LogRecord } from '../src/domain/event.js';
 import {
   decodeLogMessage,
   encodeLogMessages,
+  entryOf,
   type LogMessage,
   mergedMsgId,
   mergeLogBodies,
@@ -96,6 +97,33 @@ test('payloads travel as the producer wrote them: no escaping, any characters, e
   const [head, rest] = [m.body.slice(0, m.body.indexOf('\n')), m.body.slice(m.body.indexOf('\n') + 1)];
   assert.throws(() => decodeLogMessage(`${head}\n${rest}x`), /bytes past its last record/);
   assert.throws(() => decodeLogMessage(`${head}\n${rest.slice(1)}`), /bad metadata_length/);
+});
+
+test("a record's entry is the text JSON.stringify makes of it: escaped type and time text, lengths in UTF-16 units", () => {
+  const base = logRecord('t1', 'r1', 'e-1');
+  const records: LogRecord[] = [
+    base,
+    { ...base, event_type: 'odd"type\\x/</', category: 'tool_io', user_id: 'u-1' },
+    {
+      ...base,
+      created_at_text: '2026-01-01T01:00:00.5+01:00',
+      content_json: '"日本語 😀"',
+      metadata_json: '{"a":"é"}',
+    },
+  ];
+  for (const r of records) {
+    const reference = JSON.stringify({
+      event_id: r.event_id,
+      event_type: r.event_type,
+      category: r.category,
+      user_id: r.user_id,
+      created_at: r.created_at,
+      created_at_text: r.created_at_text,
+      content_length: r.content_json.length,
+      metadata_length: r.metadata_json.length,
+    });
+    assert.equal(entryOf(r), reference);
+  }
 });
 
 test('the message id names the content: a repeat matches, any other set of events does not', () => {

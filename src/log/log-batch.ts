@@ -121,18 +121,20 @@ export function encodeLogMessages(
 
 const FIRST_ONLY: readonly number[] = Object.freeze([0]);
 
-/** A record's entry in its message's header. */
-function entryOf(r: LogRecord): string {
-  return JSON.stringify({
-    event_id: r.event_id,
-    event_type: r.event_type,
-    category: r.category,
-    user_id: r.user_id,
-    created_at: r.created_at,
-    created_at_text: r.created_at_text,
-    content_length: r.content_json.length,
-    metadata_length: r.metadata_json.length,
-  });
+/**
+ * A record's entry in its message's header: the text `JSON.stringify` makes of it, written
+ * directly (an object and its serialisation per event were 5% of ingest's time at 100 events
+ * a request). Ids, categories and ISO times need no escaping (ingest validated them); the
+ * event type and the producer's time text are escaped.
+ */
+export function entryOf(r: LogRecord): string {
+  const text =
+    r.created_at_text === undefined ? '' : `,"created_at_text":${JSON.stringify(r.created_at_text)}`;
+  return (
+    `{"event_id":"${r.event_id}","event_type":${JSON.stringify(r.event_type)},"category":"${r.category}"` +
+    `,"user_id":"${r.user_id}","created_at":"${r.created_at}"${text}` +
+    `,"content_length":${r.content_json.length},"metadata_length":${r.metadata_json.length}}`
+  );
 }
 
 /** The body bytes a record takes: its entry, a comma, and its payloads. */
