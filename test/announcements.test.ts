@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Msg } from '@nats-io/transport-node';
 import { eventJson, type StoredEvent } from '../src/domain/event.js';
-import { chunkEvents, committedAtMs, decodeEventHeader, EVENT_SEPARATOR } from '../src/log/announcements.js';
+import { chunkEvents, committedAtMs, decodeEventPayload, EVENT_SEPARATOR } from '../src/log/announcements.js';
 import { Subjects } from '../src/log/subjects.js';
 
 function event(seq: number, text: string): StoredEvent {
@@ -56,7 +56,9 @@ test('chunks stay within the limit in UTF-8 bytes, hold every event in order, an
       );
       const chunks = chunkEvents(events, maxBytes).map(text);
       assert.deepEqual(chunks, greedy(events, maxBytes), `maxBytes ${maxBytes}, ${count} events`);
-      const seqs = chunks.flatMap((c) => c.split(EVENT_SEPARATOR).map((line) => decodeEventHeader(line).seq));
+      const seqs = chunkEvents(events, maxBytes).flatMap((c) =>
+        decodeEventPayload(Buffer.from(c)).map((e) => e.seq),
+      );
       assert.deepEqual(
         seqs,
         events.map((e) => e.seq),
@@ -131,4 +133,45 @@ test("payloads are eventJson's UTF-8 byte for byte, across buffer growth, and ea
   const copy = Buffer.from(first[0] as Uint8Array);
   chunkEvents([event(2, 'second, longer than the first')], 1_000);
   assert.deepEqual(Buffer.from(first[0] as Uint8Array), copy);
+});
+
+test('fan-out reads each event of a payload from its bytes: the header fields, and the text byte for byte', () => {
+  const events: StoredEvent[] = [
+    event(1, '🤖 語 é'),
+    { ...event(2, 'plain'), event_type: 'odd"type\\x', category: 'tool_io', user_id: 'user-7' },
+    { ...event(31, '\u0000 "quoted"'), created_at_text: '2026-01-01T01:00:00+01:00', run_id: 'run-2' },
+    { ...event(1_234_567, 'x'.repeat(5_000)), event_id: 'e_Z-9', thread_id: 'T_9' },
+  ];
+  const decoded = chunkEvents(events, 1_000_000).flatMap((c) => decodeEventPayload(Buffer.from(c)));
+  assert.equal(decoded.length, events.length);
+  for (const [i, d] of decoded.entries()) {
+    const e = events[i] as StoredEvent;
+    assert.deepEqual(
+      { seq: d.seq, run_id: d.run_id, category: d.category, event_type: d.event_type, user_id: d.user_id },
+      { seq: e.seq, run_id: e.run_id, category: e.category, event_type: e.event_type, user_id: e.user_id },
+    );
+    assert.equal(d.json(), eventJson(e));
+    assert.deepEqual(d.bytes, Buffer.from(eventJson(e), 'utf8'));
+  }
+});
+
+test('a payload that is not events as the persister writes them is refused, not half read', () => {
+  const good = Buffer.from(eventJson(event(5, 'ok')), 'utf8');
+  const bad = [
+    '{"seq":5}',
+    '{"offset":5,"seq":5}',
+    '{"seq":,"offset":5}',
+    good.subarray(0, 60).toString('latin1'),
+    `${good.toString('utf8')}\x1e{"seq":6`,
+    `${good.toString('utf8').replace('"event_type":"token"', '"event_type":"tok')}`,
+    '',
+  ];
+  for (const text of bad) {
+    assert.throws(
+      () => decodeEventPayload(Buffer.from(text, 'utf8')),
+      /committed event header unreadable/,
+      text,
+    );
+  }
+  assert.equal(decodeEventPayload(good)[0]?.seq, 5);
 });

@@ -135,14 +135,19 @@ test('an event frame is built once per subscription id and shared; another id ge
       return '{"seq":1,"content":"é"}';
     },
   };
+  // The shared frame is a whole WebSocket frame: a 2-byte header (final text frame, its length), then the text.
+  const text = (frame: Buffer): string => {
+    assert.deepEqual([frame[0], frame[1]], [0x81, frame.length - 2]);
+    return frame.subarray(2).toString();
+  };
   const a = sharedEventFrame('s0', e);
   assert.equal(sharedEventFrame('s0', e), a);
-  assert.equal(a.toString(), eventFrame('s0', '{"seq":1,"content":"é"}'));
+  assert.equal(text(a), eventFrame('s0', '{"seq":1,"content":"é"}'));
   const b = sharedEventFrame('other', e);
-  assert.equal(b.toString(), eventFrame('other', '{"seq":1,"content":"é"}'));
-  assert.equal(sharedEventFrame('s0', e).toString(), a.toString());
+  assert.equal(text(b), eventFrame('other', '{"seq":1,"content":"é"}'));
+  assert.equal(text(sharedEventFrame('s0', e)), text(a));
   // Another event with the same id is its own frame.
   const e2 = { json: () => '{"seq":2}' };
-  assert.equal(sharedEventFrame('s0', e2).toString(), eventFrame('s0', '{"seq":2}'));
+  assert.equal(text(sharedEventFrame('s0', e2)), eventFrame('s0', '{"seq":2}'));
   assert.equal(serialised, 3);
 });

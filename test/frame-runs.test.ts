@@ -9,7 +9,8 @@ import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { test } from 'node:test';
 import { WebSocket, WebSocketServer } from 'ws';
-import { encodeTextFrames, headerLength } from '../src/fanout/ws/frame-runs.js';
+import { encodeTextFrames, headerLength, runChunks } from '../src/fanout/ws/frame-runs.js';
+import { eventFrame, sharedEventFrame } from '../src/fanout/ws/frames.js';
 
 /** ws's own framing (not in its type declarations): the chunks it writes for one frame. */
 const { Sender } = createRequire(import.meta.url)('ws') as {
@@ -54,6 +55,62 @@ test('a run is the bytes ws writes for each of its frames, back to back', () => 
   assert.deepEqual(encodeTextFrames([], []), Buffer.alloc(0));
 });
 
+/** An event as fan-out shares it between subscribers, its text as bytes (log/announcements.ts). */
+function sharedEvent(json: string): {
+  json(): string;
+  bytes: Buffer;
+  frame?: { subId: string; bytes: Buffer };
+} {
+  return { json: () => json, bytes: Buffer.from(json, 'utf8') };
+}
+
+test("a shared event frame is the whole frame ws writes for the event's text, built once per subscription id", () => {
+  const around = eventFrame('s1', '').length; // ASCII: its bytes
+  const texts = [125, 126, 127, 65_535, 65_536, 70_001].map((n) => `{"t":"${'a'.repeat(n - around - 8)}"}`);
+  texts.push('{"t":"日本語 😀 \\u0000 \\""}');
+  for (const json of texts) {
+    const e = sharedEvent(json);
+    const frame = sharedEventFrame('s1', e);
+    assert.deepEqual(
+      frame,
+      wsFrame(eventFrame('s1', json)),
+      `a frame of ${bytesOf(eventFrame('s1', json))} bytes`,
+    );
+    assert.equal(sharedEventFrame('s1', e), frame, 'the same Buffer for the same id');
+    const other = sharedEventFrame('sub "β"', e);
+    assert.deepEqual(other, wsFrame(eventFrame('sub "β"', json)));
+    // An event without bytes (a catch-up row's text) frames the same.
+    assert.deepEqual(sharedEventFrame('s1', { json: () => json }), frame);
+  }
+  assert.deepEqual(
+    texts.slice(0, 6).map((j) => bytesOf(eventFrame('s1', j))),
+    [125, 126, 127, 65_535, 65_536, 70_001],
+    'the frames land on the header boundaries',
+  );
+});
+
+test('a run of texts and whole frames is written in order: the texts framed, next ones in one chunk', () => {
+  const texts = ['a', 'é'.repeat(63), '{"x":1}', 'b'.repeat(200), 'c'];
+  const whole = [wsFrame('whole-1'), wsFrame('日本語'.repeat(30))];
+  const frames: (string | Buffer)[] = [
+    whole[0] as Buffer,
+    texts[0] as string,
+    texts[1] as string,
+    whole[1] as Buffer,
+  ];
+  frames.push(texts[2] as string, texts[3] as string, texts[4] as string, whole[0] as Buffer);
+  const sizes = frames.map((f) => (typeof f === 'string' ? bytesOf(f) : f.length));
+  const chunks = runChunks(frames, sizes);
+  assert.equal(chunks.length, 5, 'whole, 2 texts, whole, 3 texts, whole');
+  assert.equal(chunks[0], whole[0], 'a whole frame is written as it is, not copied');
+  assert.deepEqual(
+    Buffer.concat(chunks),
+    Buffer.concat(frames.map((f) => (typeof f === 'string' ? wsFrame(f) : f))),
+  );
+  assert.deepEqual(runChunks([], []), []);
+  assert.deepEqual(runChunks(['only'], [4]), [wsFrame('only')]);
+});
+
 test('a byte count that is not the text’s is refused, not written as a corrupt frame', () => {
   assert.throws(() => encodeTextFrames(['é'], [1]), /frame run of 3 bytes filled 2/);
   assert.throws(() => encodeTextFrames(['ab'], [3]), /frame run of 5 bytes filled 4/);
@@ -66,10 +123,17 @@ test('a real client reads a run written on the socket as the same messages, in o
     const texts = payloads();
     wss.on('connection', (ws) => {
       const socket = (ws as unknown as { _socket: Duplex })._socket;
-      // Split in two runs with a frame sent by ws itself between them: the order holds.
+      // Split in two runs with a frame sent by ws itself between them: the order holds. The
+      // second run holds whole frames between its texts, as shared event frames are.
       socket.write(encodeTextFrames(texts.slice(0, 7), texts.slice(0, 7).map(bytesOf)));
       ws.send('between');
-      socket.write(encodeTextFrames(texts.slice(7), texts.slice(7).map(bytesOf)));
+      const rest = texts.slice(7).map((t, i) => (i % 2 === 0 ? wsFrame(t) : t));
+      for (const c of runChunks(
+        rest,
+        rest.map((f) => (typeof f === 'string' ? bytesOf(f) : f.length)),
+      )) {
+        socket.write(c);
+      }
       ws.close(1000, 'done');
     });
     const client = new WebSocket(`ws://127.0.0.1:${(wss.address() as AddressInfo).port}`);

@@ -11,20 +11,39 @@ import type { Msg } from '@nats-io/transport-node';
 import { eventJson, type StoredEvent } from '../domain/event.js';
 import type { Receipt } from '../domain/receipt.js';
 
-/** A committed event as fan-out sees it: what filters need, and its JSON text, serialised once. */
-export interface CommittedEvent {
-  readonly seq: number;
-  readonly run_id: string;
-  readonly category: string;
-  readonly event_type: string;
-  /** For user-scoped subscriptions (tokens with a `user_id` claim). */
-  readonly user_id: string;
-  readonly json: string;
-  /** What fan-out makes of it once for all its subscribers on the node (fanout/core/subscription.ts). */
-  delivered: unknown;
-}
+/**
+ * A committed event as fan-out sees it: what filters need, read from its header, and its JSON
+ * text as the persister wrote it, in UTF-8. One object per event on the node, shared by every
+ * subscription it goes to (as a `DeliveredEvent`: fanout/core/subscription.ts), so what a
+ * transport builds from it once serves them all.
+ *
+ * The text stays bytes from the NATS payload to the WebSocket frame: decoded to a string per
+ * announcement and encoded back per frame, it was the largest share of what fan-out allocated
+ * per event. Transports that want a string ({@link json}) get it decoded once.
+ */
+export class CommittedEvent {
+  /** What a transport last built of it for its subscribers, with the subscription id it names (ws/frames.ts). */
+  frame: { readonly subId: string; readonly bytes: Buffer } | undefined = undefined;
+  /** It is one object for all its subscribers. */
+  readonly shared = true as const;
+  #text: string | undefined = undefined;
+  constructor(
+    readonly seq: number,
+    readonly run_id: string,
+    readonly category: string,
+    readonly event_type: string,
+    /** For user-scoped subscriptions (tokens with a `user_id` claim). */
+    readonly user_id: string,
+    /** {@link eventJson}'s UTF-8: a view of the announcement's payload (a copy of its own, not the socket's). */
+    readonly bytes: Buffer,
+  ) {}
 
-const SEQ_PREFIX = '{"seq":';
+  /** The JSON text, decoded once. */
+  json(): string {
+    if (this.#text === undefined) this.#text = this.bytes.toString('utf8');
+    return this.#text;
+  }
+}
 
 /**
  * Header by which a persister of an earlier version said when it committed an announcement's
@@ -109,35 +128,132 @@ function put(at: number, text: string, encoding: 'latin1' | 'utf8'): number {
   return at + scratch.write(text, at, encoding);
 }
 
+/** The events of an announcement, their bytes in one copy of its payload (the socket's buffer is not kept). */
 export function decodeEvents(msg: Msg): CommittedEvent[] {
-  return msg.string().split(EVENT_SEPARATOR).map(decodeEventHeader);
+  return decodeEventPayload(Buffer.from(msg.data));
+}
+
+const SEPARATOR_BYTE = 0x1e;
+
+/** The events of an announcement's payload, which their bytes stay views of. */
+export function decodeEventPayload(payload: Buffer): CommittedEvent[] {
+  const events: CommittedEvent[] = [];
+  let start = 0;
+  for (;;) {
+    const at = payload.indexOf(SEPARATOR_BYTE, start);
+    const end = at < 0 ? payload.length : at;
+    events.push(decodeEventHeader(payload, start, end));
+    if (at < 0) return events;
+    start = at + 1;
+  }
 }
 
 /**
- * Reads the header fields of an {@link eventJson} text without parsing the content: the
- * key order is fixed, ids cannot hold a quote, and the header precedes the content.
+ * Reads the header fields of an {@link eventJson} text in `b[start, end)` without reading its
+ * content: the keys come first, in a fixed order, and every value but `event_type` is digits or
+ * an id, which holds no quote or escape. Anything else is refused.
  */
-export function decodeEventHeader(json: string): CommittedEvent {
-  if (!json.startsWith(SEQ_PREFIX)) throw new Error('committed event does not start with its seq');
-  const seq = Number(json.slice(SEQ_PREFIX.length, json.indexOf(',', SEQ_PREFIX.length)));
-  const between = (key: string, end: string, from = 0): [string, number] => {
-    const start = json.indexOf(key, from) + key.length;
-    const stop = json.indexOf(end, start);
-    return [json.slice(start, stop), stop];
-  };
-  const [run_id, afterRun] = between(',"run_id":"', '"');
-  const [eventType, afterType] = between(',"event_type":', ',"category":"', afterRun);
-  const [category, afterCategory] = between(',"category":"', '"', afterType);
-  const [user_id] = between(',"user_id":"', '"', afterCategory);
-  return {
-    seq,
-    run_id,
-    category,
-    event_type: JSON.parse(eventType) as string,
-    user_id,
-    json,
-    delivered: undefined,
-  };
+export function decodeEventHeader(b: Buffer, start: number, end: number): CommittedEvent {
+  const r = new HeaderReader(b, start, end);
+  r.expect(SEQ_KEY);
+  const seq = r.digits();
+  r.expect(OFFSET_KEY);
+  r.digits();
+  r.expect(THREAD_KEY);
+  r.plain();
+  r.expect(RUN_KEY);
+  const runId = r.plain();
+  r.expect(EVENT_ID_KEY);
+  r.plain();
+  r.expect(EVENT_TYPE_KEY);
+  const eventType = r.jsonString();
+  r.expect(CATEGORY_KEY);
+  const category = r.plain();
+  r.expect(USER_KEY);
+  const userId = r.plain();
+  r.expect(CREATED_KEY);
+  return new CommittedEvent(seq, runId, category, eventType, userId, b.subarray(start, end));
+}
+
+const key = (text: string): Buffer => Buffer.from(text, 'latin1');
+const SEQ_KEY = key('{"seq":');
+const OFFSET_KEY = key(',"offset":');
+const THREAD_KEY = key(',"thread_id":"');
+const RUN_KEY = key('","run_id":"');
+const EVENT_ID_KEY = key('","event_id":"');
+const EVENT_TYPE_KEY = key('","event_type":');
+const CATEGORY_KEY = key(',"category":"');
+const USER_KEY = key('","user_id":"');
+const CREATED_KEY = key('","created_at":"');
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+
+/** A cursor over an event's header bytes; any mismatch throws. */
+class HeaderReader {
+  at: number;
+  constructor(
+    readonly b: Buffer,
+    readonly start: number,
+    readonly end: number,
+  ) {
+    this.at = start;
+  }
+
+  expect(k: Buffer): void {
+    const { b, at } = this;
+    if (at + k.length > this.end) throw this.#bad();
+    for (let i = 0; i < k.length; i++) if (b[at + i] !== k[i]) throw this.#bad();
+    this.at = at + k.length;
+  }
+
+  /** A non-negative integer. */
+  digits(): number {
+    const { b, end } = this;
+    let n = 0;
+    let i = this.at;
+    for (; i < end; i++) {
+      const c = b[i] as number;
+      if (c < 0x30 || c > 0x39) break;
+      n = n * 10 + (c - 0x30);
+    }
+    if (i === this.at) throw this.#bad();
+    this.at = i;
+    return n;
+  }
+
+  /** The text up to the next quote, which ends it (ids, categories: ASCII without quotes or escapes). */
+  plain(): string {
+    const stop = this.b.indexOf(QUOTE, this.at);
+    if (stop < 0 || stop >= this.end) throw this.#bad();
+    const text = this.b.toString('latin1', this.at, stop);
+    this.at = stop;
+    return text;
+  }
+
+  /** A JSON string of printable ASCII (event types); the cursor is left past its closing quote. */
+  jsonString(): string {
+    const { b, end } = this;
+    if (b[this.at] !== QUOTE) throw this.#bad();
+    let escaped = false;
+    let i = this.at + 1;
+    for (; i < end; i++) {
+      const c = b[i] as number;
+      if (c === BACKSLASH) {
+        escaped = true;
+        i++;
+      } else if (c === QUOTE) break;
+    }
+    if (i >= end) throw this.#bad();
+    const text = escaped
+      ? (JSON.parse(b.toString('latin1', this.at, i + 1)) as string)
+      : b.toString('latin1', this.at + 1, i);
+    this.at = i + 1;
+    return text;
+  }
+
+  #bad(): Error {
+    return new Error(`committed event header unreadable at byte ${this.at - this.start}`);
+  }
 }
 
 export function encodeReceipts(receipts: readonly Receipt[]): string {

@@ -63,6 +63,8 @@ export interface SubscriptionSink {
 export interface DeliveredEvent extends FilterableEvent {
   readonly seq: number;
   json(): string;
+  /** {@link json}'s UTF-8, where the event came as bytes (a live event: log/announcements.ts). */
+  readonly bytes?: Buffer;
   /** One object carries this event to all its live subscribers, so its frame can be shared. */
   readonly shared?: true;
   /**
@@ -467,7 +469,7 @@ export class Subscription {
           return;
         }
         if (this.#o.sink.closed) return;
-        this.#pass(committed(e));
+        this.#pass(e);
         if (this.#closed) return;
       }
     }
@@ -503,7 +505,7 @@ export class Subscription {
         }
         if (e.seq === this.cursor + 1) {
           this.#unhold();
-          this.#pass(committed(e));
+          this.#pass(e);
           continue;
         }
         const before = this.cursor;
@@ -531,7 +533,7 @@ export class Subscription {
   /** Holds a live event until catch-up or a repair is over, within {@link SubscriptionResources.maxHeldBytes}. */
   #hold(e: CommittedEvent): void {
     if (this.#overflowed) return;
-    const bytes = e.json.length + HELD_EVENT_OVERHEAD;
+    const bytes = e.bytes.length + HELD_EVENT_OVERHEAD;
     if (this.#heldBytes + bytes > this.#o.maxHeldBytes) {
       this.#dropHeld();
       this.#overflowed = true;
@@ -545,7 +547,7 @@ export class Subscription {
   #unhold(): void {
     const e = this.#buffer.shift();
     if (e === undefined) return;
-    const bytes = e.json.length + HELD_EVENT_OVERHEAD;
+    const bytes = e.bytes.length + HELD_EVENT_OVERHEAD;
     this.#heldBytes -= bytes;
     if (this.#o.held) this.#o.held.bytes -= bytes;
   }
@@ -598,27 +600,4 @@ export class Subscription {
     this.#unlistenDeletions = undefined;
     this.#o.sink.detached?.(this);
   }
-}
-
-/**
- * One {@link DeliveredEvent} per committed event, shared by every subscription it goes to,
- * so what a transport builds from it once (the WebSocket frame) serves them all. Kept in the
- * committed event's own slot (a WeakMap was a lookup and an insert per event).
- */
-function committed(e: CommittedEvent): DeliveredEvent {
-  let d = e.delivered as DeliveredEvent | undefined;
-  if (d === undefined) {
-    d = {
-      seq: e.seq,
-      run_id: e.run_id,
-      category: e.category,
-      event_type: e.event_type,
-      user_id: e.user_id,
-      json: () => e.json,
-      shared: true,
-      frame: undefined,
-    };
-    e.delivered = d;
-  }
-  return d;
 }

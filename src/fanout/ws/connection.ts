@@ -25,7 +25,7 @@ import { refuseUnknownKeys, SUBSCRIBE_FIELDS, subscribeRequest } from '../core/r
 import type { SendQueue } from '../core/send-queue.js';
 import type { SubscriptionService } from '../core/service.js';
 import type { Subscription } from '../core/subscription.js';
-import { encodeTextFrames, RUN_COPY_LIMIT } from './frame-runs.js';
+import { RUN_COPY_LIMIT, runChunks } from './frame-runs.js';
 import {
   cancelRequestedFrame,
   chatFrame,
@@ -70,12 +70,12 @@ export interface ConnectionOptions {
   readonly log: Logger;
 }
 
-/** A frame's text, or its UTF-8 bytes (a shared event frame: frames.ts). */
+/** A frame's text, or a whole WebSocket frame as it goes on the wire (a shared event frame: frames.ts). */
 type Frame = string | Buffer;
 
-/** Frames collected for one write, with their UTF-8 lengths and their send queue's releases. */
+/** Frames collected for one write, with their sizes and their send queue's releases. */
 interface FrameRun {
-  readonly texts: string[];
+  readonly frames: Frame[];
   readonly bytes: number[];
   readonly done: (() => void)[];
 }
@@ -150,7 +150,7 @@ export class Connection {
       send();
       return;
     }
-    this.#run = { texts: [], bytes: [], done: [] };
+    this.#run = { frames: [], bytes: [], done: [] };
     try {
       send();
     } finally {
@@ -164,37 +164,49 @@ export class Connection {
 
   #write(frame: Frame, done: () => void, bytes: number): void {
     const run = this.#run;
-    if (run === undefined || typeof frame !== 'string' || bytes >= RUN_COPY_LIMIT) {
-      // Not copied: a shared event frame (one Buffer for all its subscribers, counted once by
-      // the node's queue budget: a copy per connection would be memory it does not see), and
-      // a large frame. What the run holds goes first, then the frame as ws writes it.
-      if (run !== undefined) this.#flushRun();
-      this.#ws.send(frame, TEXT, () => done());
+    if (run !== undefined && (typeof frame !== 'string' || bytes < RUN_COPY_LIMIT)) {
+      run.frames.push(frame);
+      run.bytes.push(bytes);
+      run.done.push(done);
       return;
     }
-    run.texts.push(frame);
-    run.bytes.push(bytes);
-    run.done.push(done);
+    // A large text, not copied: what the run holds goes first, then the frame as ws writes it.
+    if (run !== undefined) this.#flushRun();
+    if (typeof frame === 'string') this.#ws.send(frame, TEXT, () => done());
+    else this.#writeWire([frame], [done]);
   }
 
   /** Writes the frames collected so far (collecting goes on, if it was on). */
   #flushRun(): void {
     const run = this.#run;
-    if (run === undefined || run.texts.length === 0) return;
-    this.#run = { texts: [], bytes: [], done: [] };
-    const socket = this.#socket();
-    // One frame gains nothing from a copy; a closing WebSocket is ws's to refuse frames on.
-    if (run.texts.length === 1 || socket === undefined || this.#ws.readyState !== OPEN) {
-      for (let i = 0; i < run.texts.length; i++) {
-        const done = run.done[i] as () => void;
-        this.#ws.send(run.texts[i] as string, TEXT, () => done());
-      }
+    if (run === undefined || run.frames.length === 0) return;
+    this.#run = { frames: [], bytes: [], done: [] };
+    const only = run.frames[0];
+    // One text gains nothing from a copy.
+    if (run.frames.length === 1 && typeof only === 'string') {
+      const done = run.done[0] as () => void;
+      this.#ws.send(only, TEXT, () => done());
       return;
     }
-    const done = run.done;
-    socket.write(encodeTextFrames(run.texts, run.bytes), () => {
+    this.#writeWire(runChunks(run.frames, run.bytes), run.done);
+  }
+
+  /**
+   * Writes whole frames on the socket, in order; `done` are called once the last is written out.
+   * A closing WebSocket is ws's to refuse frames on: ws would not send these either.
+   */
+  #writeWire(chunks: readonly Buffer[], done: readonly (() => void)[]): void {
+    const socket = this.#socket();
+    const written = (): void => {
       for (const d of done) d();
-    });
+    };
+    if (socket === undefined || this.#ws.readyState !== OPEN) {
+      process.nextTick(written);
+      return;
+    }
+    const last = chunks.length - 1;
+    for (let i = 0; i < last; i++) socket.write(chunks[i] as Buffer);
+    socket.write(chunks[last] as Buffer, written);
   }
 
   /** A frame of the connection's own (not a subscription's): answers to frames, refusals. */

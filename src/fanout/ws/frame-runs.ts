@@ -12,8 +12,7 @@
  */
 
 /**
- * Frames at least this large are written as their own chunks, not copied into a run (nor is
- * a shared event frame, a Buffer: connection.ts).
+ * Text frames at least this large are handed to `ws` on their own, not copied into a run.
  */
 export const RUN_COPY_LIMIT = 64 * 1024;
 
@@ -41,19 +40,42 @@ export function writeHeader(target: Buffer, at: number, length: number): number 
 }
 
 /**
- * The frames `texts` as one buffer: each one's header, then its UTF-8 bytes. `bytes[i]` is
- * the UTF-8 length of `texts[i]` (the send queue has measured it already).
+ * The frames `texts[from, to)` as one buffer: each one's header, then its UTF-8 bytes. `bytes[i]`
+ * is the UTF-8 length of `texts[i]` (the send queue has measured it already).
  */
-export function encodeTextFrames(texts: readonly string[], bytes: readonly number[]): Buffer {
+export function encodeTextFrames(
+  texts: readonly string[],
+  bytes: readonly number[],
+  from = 0,
+  to = texts.length,
+): Buffer {
   let total = 0;
-  for (const n of bytes) total += headerLength(n) + n;
+  for (let i = from; i < to; i++) total += headerLength(bytes[i] as number) + (bytes[i] as number);
   const out = Buffer.allocUnsafe(total);
   let at = 0;
-  for (let i = 0; i < texts.length; i++) {
+  for (let i = from; i < to; i++) {
     const n = bytes[i] as number;
     at = writeHeader(out, at, n);
     at += out.write(texts[i] as string, at, n, 'utf8');
   }
   if (at !== total) throw new Error(`frame run of ${total} bytes filled ${at}`);
   return out;
+}
+
+/**
+ * A run's frames as the chunks to write, in order: texts framed here, those next to each other
+ * in one buffer; a Buffer is a whole frame already (a shared event frame: frames.ts), written as
+ * it is, so that the one copy serves every connection it goes to.
+ */
+export function runChunks(frames: readonly (string | Buffer)[], bytes: readonly number[]): Buffer[] {
+  const chunks: Buffer[] = [];
+  let from = 0;
+  for (let i = 0; i <= frames.length; i++) {
+    const f = frames[i];
+    if (typeof f === 'string') continue;
+    if (i > from) chunks.push(encodeTextFrames(frames as readonly string[], bytes, from, i));
+    if (f !== undefined) chunks.push(f);
+    from = i + 1;
+  }
+  return chunks;
 }
