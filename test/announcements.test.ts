@@ -5,7 +5,14 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Msg } from '@nats-io/transport-node';
 import { eventJson, type StoredEvent } from '../src/domain/event.js';
-import { chunkEvents, committedAtMs, decodeEventPayload, EVENT_SEPARATOR } from '../src/log/announcements.js';
+import {
+  type CommittedEvent,
+  chunkEvents,
+  committedAtMs,
+  decodeEventPayload,
+  decodeEvents,
+  EVENT_SEPARATOR,
+} from '../src/log/announcements.js';
 import { Subjects } from '../src/log/subjects.js';
 
 function event(seq: number, text: string): StoredEvent {
@@ -57,7 +64,7 @@ test('chunks stay within the limit in UTF-8 bytes, hold every event in order, an
       const chunks = chunkEvents(events, maxBytes).map(text);
       assert.deepEqual(chunks, greedy(events, maxBytes), `maxBytes ${maxBytes}, ${count} events`);
       const seqs = chunkEvents(events, maxBytes).flatMap((c) =>
-        decodeEventPayload(Buffer.from(c)).map((e) => e.seq),
+        decodeEventPayload(Buffer.from(c), 't-1').map((e) => e.seq),
       );
       assert.deepEqual(
         seqs,
@@ -140,9 +147,9 @@ test('fan-out reads each event of a payload from its bytes: the header fields, a
     event(1, '🤖 語 é'),
     { ...event(2, 'plain'), event_type: 'odd"type\\x', category: 'tool_io', user_id: 'user-7' },
     { ...event(31, '\u0000 "quoted"'), created_at_text: '2026-01-01T01:00:00+01:00', run_id: 'run-2' },
-    { ...event(1_234_567, 'x'.repeat(5_000)), event_id: 'e_Z-9', thread_id: 'T_9' },
+    { ...event(1_234_567, 'x'.repeat(5_000)), event_id: 'e_Z-9', run_id: 'R_9-x'.repeat(25) },
   ];
-  const decoded = chunkEvents(events, 1_000_000).flatMap((c) => decodeEventPayload(Buffer.from(c)));
+  const decoded = chunkEvents(events, 1_000_000).flatMap((c) => decodeEventPayload(Buffer.from(c), 't-1'));
   assert.equal(decoded.length, events.length);
   for (const [i, d] of decoded.entries()) {
     const e = events[i] as StoredEvent;
@@ -157,21 +164,88 @@ test('fan-out reads each event of a payload from its bytes: the header fields, a
 
 test('a payload that is not events as the persister writes them is refused, not half read', () => {
   const good = Buffer.from(eventJson(event(5, 'ok')), 'utf8');
+  const text = good.toString('utf8');
   const bad = [
     '{"seq":5}',
     '{"offset":5,"seq":5}',
     '{"seq":,"offset":5}',
     good.subarray(0, 60).toString('latin1'),
-    `${good.toString('utf8')}\x1e{"seq":6`,
-    `${good.toString('utf8').replace('"event_type":"token"', '"event_type":"tok')}`,
+    `${text}\x1e{"seq":6`,
+    text.replace('"event_type":"token"', '"event_type":"tok'),
     '',
+    // Values ingest would not have let in: a filter or a frame must not see what the text does not say.
+    text.replace('"thread_id":"t-1"', '"thread_id":"t-2"'),
+    text.replace('"thread_id":"t-1"', '"thread_id":"t-1\\\\"'),
+    text.replace('"run_id":"run-1"', '"run_id":""'),
+    text.replace('"run_id":"run-1"', `"run_id":"${'r'.repeat(129)}"`),
+    text.replace('"run_id":"run-1"', '"run_id":"run 1"'),
+    text.replace('"user_id":""', '"user_id":"us\\u0065r"'),
+    text.replace('"user_id":""', '"user_id":"usér"'),
+    text.replace('"category":"message"', '"category":"messége"'),
+    text.replace('"category":"message"', '"category":"Message"'),
+    text.replace('"category":"message"', '"category":""'),
+    text.replace('"event_type":"token"', '"event_type":"tok\\nen"'),
+    text.replace('"event_type":"token"', '"event_type":"tok en"'),
+    text.replace('"event_type":"token"', '"event_type":"tokén"'),
+    text.replace('"event_type":"token"', '"event_type":""'),
+    text.replace('"event_type":"token"', `"event_type":"${'t'.repeat(65)}"`),
+    text.replace('"category":"message"', `"category":"${'c'.repeat(65)}"`),
   ];
-  for (const text of bad) {
+  for (const t of bad) {
     assert.throws(
-      () => decodeEventPayload(Buffer.from(text, 'utf8')),
+      () => decodeEventPayload(Buffer.from(t, 'utf8'), 't-1'),
       /committed event header unreadable/,
-      text,
+      t,
     );
   }
-  assert.equal(decodeEventPayload(good)[0]?.seq, 5);
+  assert.equal(decodeEventPayload(good, 't-1')[0]?.seq, 5);
+  // The edges of what ingest lets in are read.
+  const edge = {
+    ...event(6, 'ok'),
+    run_id: 'R'.repeat(128),
+    user_id: 'u_-Z9',
+    category: `a_9${'z'.repeat(61)}`,
+    event_type: '~!"\\\\}',
+  };
+  const [e] = decodeEventPayload(Buffer.from(eventJson(edge), 'utf8'), 't-1');
+  assert.deepEqual(
+    { run_id: e?.run_id, user_id: e?.user_id, category: e?.category, event_type: e?.event_type },
+    { run_id: edge.run_id, user_id: edge.user_id, category: edge.category, event_type: edge.event_type },
+  );
+});
+
+test('an announcement that is not UTF-8 is refused whole: its bytes would go into text frames as they are', () => {
+  const good = Buffer.from(eventJson(event(5, 'ok')), 'utf8');
+  const at = good.indexOf('ok');
+  const broken = Buffer.concat([good.subarray(0, at), Buffer.from([0xc3, 0x28]), good.subarray(at + 2)]);
+  const msg = (data: Uint8Array) => ({ data }) as unknown as Msg;
+  assert.equal(decodeEvents(msg(good), 't-1')[0]?.seq, 5);
+  assert.throws(() => decodeEvents(msg(broken), 't-1'), /announcement is not UTF-8/);
+  // A lone surrogate in a text is written by the persister (UTF-8 encoding) as U+FFFD: valid.
+  const lone = Buffer.from(eventJson({ ...event(7, ''), content_json: '"a\ud800b"' }), 'utf8');
+  assert.ok(lone.includes(Buffer.from([0xef, 0xbf, 0xbd])));
+  assert.equal(decodeEvents(msg(lone), 't-1')[0]?.seq, 7);
+});
+
+test('an event kept past its delivery holds bytes of its own, once, not its announcement or a shared slab', () => {
+  const events = Array.from({ length: 200 }, (_, i) => event(i + 1, 'x'.repeat(900)));
+  const [payload] = chunkEvents(events, 1 << 20);
+  const decoded = decodeEventPayload(Buffer.from(payload as Uint8Array), 't-1');
+  const last = decoded[decoded.length - 1] as CommittedEvent;
+  assert.ok(last.bytes.buffer.byteLength > 100 * last.bytes.length, 'a view of the whole announcement');
+  const kept = last.owned();
+  assert.equal(kept.bytes.buffer.byteLength, kept.bytes.length);
+  assert.equal(kept.bytes.byteOffset, 0);
+  assert.deepEqual(kept.bytes, last.bytes);
+  assert.equal(kept.json(), last.json());
+  assert.deepEqual(
+    [kept.seq, kept.run_id, kept.category, kept.event_type, kept.user_id],
+    [last.seq, last.run_id, last.category, last.event_type, last.user_id],
+  );
+  assert.equal(last.owned(), kept, 'one copy for every subscription that keeps it');
+  assert.equal(kept.owned(), kept);
+  // A small one copied from the socket lands in Node's shared pool: kept, it is copied out.
+  const [small] = decodeEvents({ data: Buffer.from(eventJson(event(9, 'hi'))) } as unknown as Msg, 't-1');
+  assert.ok(small && small.bytes.buffer.byteLength > small.bytes.length, 'pooled');
+  assert.equal(small.owned().bytes.buffer.byteLength, small.bytes.length);
 });

@@ -7,8 +7,10 @@
  *   duplicates included, for PERSISTED acks; an event the store refused is
  *   `[event_id, 0, offset, reason]`.
  */
+import { isUtf8 } from 'node:buffer';
 import type { Msg } from '@nats-io/transport-node';
 import { eventJson, type StoredEvent } from '../domain/event.js';
+import { EVENT_TYPE_PATTERN } from '../domain/ids.js';
 import type { Receipt } from '../domain/receipt.js';
 
 /**
@@ -27,6 +29,7 @@ export class CommittedEvent {
   /** It is one object for all its subscribers. */
   readonly shared = true as const;
   #text: string | undefined = undefined;
+  #owned: CommittedEvent | undefined = undefined;
   constructor(
     readonly seq: number,
     readonly run_id: string,
@@ -42,6 +45,31 @@ export class CommittedEvent {
   json(): string {
     if (this.#text === undefined) this.#text = this.bytes.toString('utf8');
     return this.#text;
+  }
+
+  /**
+   * The event with bytes of its own, for keeping past its delivery (a subscription holding it
+   * while it catches up counts only its bytes): a view keeps its whole announcement alive, up
+   * to max_payload, and a small copy shares one of Node's 8 KiB pool slabs with whatever was
+   * allocated beside it (other threads' events), which it keeps alive too. One copy per event,
+   * however many subscriptions hold it.
+   */
+  owned(): CommittedEvent {
+    const b = this.bytes;
+    if (b.byteOffset === 0 && b.length === b.buffer.byteLength) return this;
+    if (this.#owned === undefined) {
+      const copy = Buffer.allocUnsafeSlow(b.length);
+      b.copy(copy);
+      this.#owned = new CommittedEvent(
+        this.seq,
+        this.run_id,
+        this.category,
+        this.event_type,
+        this.user_id,
+        copy,
+      );
+    }
+    return this.#owned;
   }
 }
 
@@ -128,49 +156,58 @@ function put(at: number, text: string, encoding: 'latin1' | 'utf8'): number {
   return at + scratch.write(text, at, encoding);
 }
 
-/** The events of an announcement, their bytes in one copy of its payload (the socket's buffer is not kept). */
-export function decodeEvents(msg: Msg): CommittedEvent[] {
-  return decodeEventPayload(Buffer.from(msg.data));
+/**
+ * The events of an announcement on thread `threadId`'s subject, their bytes in one copy of its
+ * payload (the socket's buffer is not kept). Refused: a payload that is not UTF-8 (its bytes
+ * go into WebSocket text frames as they are, and a client fails the connection on invalid
+ * UTF-8) and events of another thread.
+ */
+export function decodeEvents(msg: Msg, threadId: string): CommittedEvent[] {
+  if (!isUtf8(msg.data)) throw new Error('announcement is not UTF-8');
+  return decodeEventPayload(Buffer.from(msg.data), threadId);
 }
 
 const SEPARATOR_BYTE = 0x1e;
 
-/** The events of an announcement's payload, which their bytes stay views of. */
-export function decodeEventPayload(payload: Buffer): CommittedEvent[] {
+/** The events of an announcement's payload of thread `threadId`, which their bytes stay views of. */
+export function decodeEventPayload(payload: Buffer, threadId: string): CommittedEvent[] {
   const events: CommittedEvent[] = [];
   let start = 0;
   for (;;) {
     const at = payload.indexOf(SEPARATOR_BYTE, start);
     const end = at < 0 ? payload.length : at;
-    events.push(decodeEventHeader(payload, start, end));
+    events.push(decodeEventHeader(payload, start, end, threadId));
     if (at < 0) return events;
     start = at + 1;
   }
 }
 
 /**
- * Reads the header fields of an {@link eventJson} text in `b[start, end)` without reading its
- * content: the keys come first, in a fixed order, and every value but `event_type` is digits or
- * an id, which holds no quote or escape. Anything else is refused.
+ * Reads the header fields of an {@link eventJson} text of thread `threadId` in `b[start, end)`
+ * without reading its content: the keys come first, in a fixed order, and every value but
+ * `event_type` is digits or an id, which holds no quote or escape. Anything else is refused,
+ * as are values ingest would not have let in (ids outside `[A-Za-z0-9_-]{1,128}`, a category
+ * or event type off its pattern): a filter or a transport's frame (an SSE `event:` line) must
+ * not see what the event's text does not say.
  */
-export function decodeEventHeader(b: Buffer, start: number, end: number): CommittedEvent {
+export function decodeEventHeader(b: Buffer, start: number, end: number, threadId: string): CommittedEvent {
   const r = new HeaderReader(b, start, end);
   r.expect(SEQ_KEY);
   const seq = r.digits();
   r.expect(OFFSET_KEY);
   r.digits();
   r.expect(THREAD_KEY);
-  r.plain();
+  if (r.id(false) !== threadId) throw r.bad();
   r.expect(RUN_KEY);
-  const runId = r.plain();
+  const runId = r.id(false);
   r.expect(EVENT_ID_KEY);
-  r.plain();
+  r.id(false);
   r.expect(EVENT_TYPE_KEY);
   const eventType = r.jsonString();
   r.expect(CATEGORY_KEY);
-  const category = r.plain();
+  const category = r.category();
   r.expect(USER_KEY);
-  const userId = r.plain();
+  const userId = r.id(true);
   r.expect(CREATED_KEY);
   return new CommittedEvent(seq, runId, category, eventType, userId, b.subarray(start, end));
 }
@@ -201,8 +238,8 @@ class HeaderReader {
 
   expect(k: Buffer): void {
     const { b, at } = this;
-    if (at + k.length > this.end) throw this.#bad();
-    for (let i = 0; i < k.length; i++) if (b[at + i] !== k[i]) throw this.#bad();
+    if (at + k.length > this.end) throw this.bad();
+    for (let i = 0; i < k.length; i++) if (b[at + i] !== k[i]) throw this.bad();
     this.at = at + k.length;
   }
 
@@ -216,24 +253,38 @@ class HeaderReader {
       if (c < 0x30 || c > 0x39) break;
       n = n * 10 + (c - 0x30);
     }
-    if (i === this.at) throw this.#bad();
+    if (i === this.at) throw this.bad();
     this.at = i;
     return n;
   }
 
-  /** The text up to the next quote, which ends it (ids, categories: ASCII without quotes or escapes). */
-  plain(): string {
-    const stop = this.b.indexOf(QUOTE, this.at);
-    if (stop < 0 || stop >= this.end) throw this.#bad();
-    const text = this.b.toString('latin1', this.at, stop);
-    this.at = stop;
+  /** An id (`[A-Za-z0-9_-]{1,128}`, or empty if `empty`), which a quote ends; the cursor is left on the quote. */
+  id(empty: boolean): string {
+    return this.#token(ID_BYTE, empty ? 0 : 1, MAX_ID_LENGTH);
+  }
+
+  /** A category (`[a-z][a-z0-9_]{0,63}`), which a quote ends. */
+  category(): string {
+    const first = this.b[this.at] as number;
+    if (first < 0x61 || first > 0x7a) throw this.bad();
+    return this.#token(CATEGORY_BYTE, 1, MAX_CATEGORY_LENGTH);
+  }
+
+  #token(allowed: readonly boolean[], min: number, max: number): string {
+    const { b, end } = this;
+    let i = this.at;
+    while (i < end && allowed[b[i] as number]) i++;
+    const length = i - this.at;
+    if (i >= end || b[i] !== QUOTE || length < min || length > max) throw this.bad();
+    const text = b.toString('latin1', this.at, i);
+    this.at = i;
     return text;
   }
 
-  /** A JSON string of printable ASCII (event types); the cursor is left past its closing quote. */
+  /** An event type: a JSON string of printable ASCII; the cursor is left past its closing quote. */
   jsonString(): string {
     const { b, end } = this;
-    if (b[this.at] !== QUOTE) throw this.#bad();
+    if (b[this.at] !== QUOTE) throw this.bad();
     let escaped = false;
     let i = this.at + 1;
     for (; i < end; i++) {
@@ -242,19 +293,31 @@ class HeaderReader {
         escaped = true;
         i++;
       } else if (c === QUOTE) break;
+      else if (c < 0x21 || c > 0x7e) throw this.bad();
     }
-    if (i >= end) throw this.#bad();
+    if (i >= end) throw this.bad();
     const text = escaped
       ? (JSON.parse(b.toString('latin1', this.at, i + 1)) as string)
       : b.toString('latin1', this.at + 1, i);
+    // Unescaped, its bytes were checked above; escaped, what they stand for is checked here.
+    if ((escaped || text.length === 0 || text.length > 64) && !EVENT_TYPE_PATTERN.test(text))
+      throw this.bad();
     this.at = i + 1;
     return text;
   }
 
-  #bad(): Error {
+  bad(): Error {
     return new Error(`committed event header unreadable at byte ${this.at - this.start}`);
   }
 }
+
+const MAX_ID_LENGTH = 128;
+const MAX_CATEGORY_LENGTH = 64;
+const byteTable = (pattern: RegExp): readonly boolean[] =>
+  Array.from({ length: 256 }, (_, c) => pattern.test(String.fromCharCode(c)));
+/** The bytes of an id (domain/ids.ts ID_PATTERN) and of a category (domain/event.ts CATEGORY_PATTERN). */
+const ID_BYTE = byteTable(/^[A-Za-z0-9_-]$/);
+const CATEGORY_BYTE = byteTable(/^[a-z0-9_]$/);
 
 export function encodeReceipts(receipts: readonly Receipt[]): string {
   return JSON.stringify(

@@ -28,7 +28,7 @@ export class ThreadFeeds<T> {
   constructor(
     private readonly nc: NatsConnection,
     private readonly subjectOf: (threadId: string) => string,
-    private readonly decode: (msg: Msg) => T,
+    private readonly decode: (msg: Msg, threadId: string) => T,
     private readonly log: Logger,
     private readonly lingerMs = 0,
   ) {}
@@ -84,7 +84,7 @@ export class ThreadFeeds<T> {
           }
           let value: T;
           try {
-            value = this.decode(msg);
+            value = this.decode(msg, threadId);
           } catch (decodeErr) {
             this.log.error({ err: decodeErr, threadId }, 'undecodable message on thread feed');
             return;

@@ -56,8 +56,8 @@ export function startFanoutRole(b: Base, control: RunControl): Fanout {
   const feeds = new ThreadFeeds<CommittedEvent[]>(
     nc,
     (t) => subjects.events(t),
-    (msg) => {
-      const events = decodeEvents(msg);
+    (msg, threadId) => {
+      const events = decodeEvents(msg, threadId);
       const at = committedAtMs(msg, subjects.committedAtPrefix);
       if (at !== undefined) delivered.observe(Math.max(0, Date.now() - at) / 1000);
       return events;

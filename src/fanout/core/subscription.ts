@@ -541,7 +541,8 @@ export class Subscription {
     }
     this.#heldBytes += bytes;
     if (this.#o.held) this.#o.held.bytes += bytes;
-    this.#buffer.push(e);
+    // Its own bytes: a view of its announcement would keep more alive than it counts.
+    this.#buffer.push(e.owned());
   }
 
   #unhold(): void {
