@@ -6,6 +6,7 @@
 // back cancel controls.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import * as grpc from '@grpc/grpc-js';
 import {
   HistoryClient,
   type Subscription,
@@ -434,6 +435,44 @@ test('the publisher batches per thread, retries with stable ids, and streams wit
     (e: Error & { code?: string }) => e.code === 'invalid_argument' && /content_json/.test(e.message),
   );
   assert.equal((await threadRows(stack.db, thread)).length, 61);
+});
+
+test('with lingerMs 0 the events of an idle thread handed over in one tick leave at once, and those that come while they are out go together after them', async () => {
+  await using stack = await startStack();
+  const thread = randomName('tsl-');
+  // Events per request, in the order the requests leave the client.
+  const requests: number[] = [];
+  const counting: grpc.Interceptor = (options, next) =>
+    new grpc.InterceptingCall(next(options), {
+      sendMessage: (message, nextSend) => {
+        requests.push((message as { events: unknown[] }).events.length);
+        nextSend(message);
+      },
+    });
+  await using pub = new Publisher({
+    target: stack.grpcTarget,
+    mode: 'stream',
+    lingerMs: 0,
+    channelOptions: { interceptors: [counting] },
+  });
+  await pub.publish(chunk(thread, 1)); // the stream is open from here on
+  assert.deepEqual(requests, [1]);
+
+  // Handed over in one tick: one request, out once the tick's microtasks ran (no timer has).
+  const tick = [2, 3].map((i) => pub.publish(chunk(thread, i)));
+  assert.deepEqual(requests, [1]);
+  await Promise.resolve();
+  assert.deepEqual(requests, [1, 2]);
+  const rest = [4, 5, 6].map((i) => pub.publish(chunk(thread, i)));
+  await Promise.resolve();
+  assert.deepEqual(requests, [1, 2], 'the thread has a request out: the next ones wait for its answer');
+  await Promise.all([...tick, ...rest]);
+  assert.deepEqual(requests, [1, 2, 3]);
+  await waitFor(async () => (await threadRows(stack.db, thread)).length === 6, WAIT);
+  assert.deepEqual(
+    (await threadRows(stack.db, thread)).map((r) => r.event_id),
+    ['e1', 'e2', 'e3', 'e4', 'e5', 'e6'],
+  );
 });
 
 test('the long-poll transport follows the same cursor rules: exactly the matching events, live, run end', async () => {

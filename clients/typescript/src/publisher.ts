@@ -4,8 +4,9 @@
  * - **Stable ids.** Every event gets its `event_id` when it is handed to {@link Publisher.publish}
  *   (the caller's, or `<prefix>-<n>`), so every retry carries the same ids and the broker stores
  *   each event once (docs/protocol.md §5).
- * - **Batching.** Events wait per thread for `lingerMs` (or until `maxBatchEvents` /
- *   `maxBatchBytes`), then go as one request.
+ * - **Batching.** A thread's events go as one request: those handed over in one tick, and those
+ *   that came while its previous request was out; with `lingerMs`, also those within that many
+ *   ms (or until `maxBatchEvents` / `maxBatchBytes`).
  * - **Order.** A thread has at most one request in flight; the next waits for its answer, so a
  *   retried batch lands before anything sent after it and a thread's seq order is publish order.
  * - **Retries** with exponential backoff and jitter on `UNAVAILABLE`, `DEADLINE_EXCEEDED`,
@@ -74,7 +75,12 @@ export interface PublisherOptions {
   /** Called before every call; wins over `token`. A refused token is refreshed once per batch. */
   getToken?: () => string | Promise<string>;
   ack?: AckLevel;
-  /** How long an event waits for others of its thread before its batch goes. */
+  /**
+   * How long an event waits for others of its thread before its batch goes. 0 (the default): no
+   * timer; the events of a thread handed over in one tick go together as soon as the thread has
+   * no request out, and those that come while one is out go together after it, so batches grow
+   * only when the broker's answers slow down.
+   */
   lingerMs?: number;
   maxBatchEvents?: number;
   /** Of content and metadata text. */
@@ -95,7 +101,7 @@ export interface PublisherOptions {
   channelOptions?: grpc.ChannelOptions;
 }
 
-export const DEFAULT_LINGER_MS = 5;
+export const DEFAULT_LINGER_MS = 0;
 export const DEFAULT_MAX_BATCH_EVENTS = 500;
 export const DEFAULT_MAX_BATCH_BYTES = 4 * 1024 * 1024;
 export const DEFAULT_MAX_QUEUED_EVENTS = 10_000;
@@ -169,6 +175,8 @@ interface ThreadQueue {
   pending: Pending[];
   bytes: number;
   timer: ReturnType<typeof setTimeout> | undefined;
+  /** No linger: a send is queued as a microtask, after the events handed over in this tick. */
+  soon: boolean;
   inFlight: boolean;
 }
 
@@ -256,7 +264,7 @@ export class Publisher implements AsyncDisposable {
     return new Promise<EventAck>((resolve, reject) => {
       let q = this.#threads.get(event.thread_id);
       if (q === undefined) {
-        q = { pending: [], bytes: 0, timer: undefined, inFlight: false };
+        q = { pending: [], bytes: 0, timer: undefined, soon: false, inFlight: false };
         this.#threads.set(event.thread_id, q);
       }
       q.pending.push({ event, bytes, resolve, reject });
@@ -364,6 +372,19 @@ export class Publisher implements AsyncDisposable {
     const full =
       q.pending.length >= (this.#opts.maxBatchEvents ?? DEFAULT_MAX_BATCH_EVENTS) ||
       q.bytes >= (this.#opts.maxBatchBytes ?? DEFAULT_MAX_BATCH_BYTES);
+    const lingerMs = this.#opts.lingerMs ?? DEFAULT_LINGER_MS;
+    if (!full && lingerMs <= 0) {
+      // No timer: the events handed over in this tick go as one request once it ends, and those
+      // that come while a request is out go together after it.
+      if (!q.soon) {
+        q.soon = true;
+        queueMicrotask(() => {
+          q.soon = false;
+          if (!q.inFlight) void this.#send(thread, q);
+        });
+      }
+      return;
+    }
     if (full) {
       if (q.timer !== undefined) clearTimeout(q.timer);
       q.timer = undefined;
@@ -374,7 +395,7 @@ export class Publisher implements AsyncDisposable {
       q.timer = setTimeout(() => {
         q.timer = undefined;
         if (!q.inFlight) void this.#send(thread, q);
-      }, this.#opts.lingerMs ?? DEFAULT_LINGER_MS);
+      }, lingerMs);
     }
   }
 
@@ -421,7 +442,7 @@ export class Publisher implements AsyncDisposable {
       this.#released();
     }
     if (q.pending.length > 0) void this.#send(thread, q);
-    else if (q.timer === undefined) this.#threads.delete(thread);
+    else if (q.timer === undefined && !q.soon) this.#threads.delete(thread);
   }
 
   #released(): void {
