@@ -1,7 +1,7 @@
 /**
  * runstream's benchmark (issue 5): `node dist/bench/run.js [--quick] [--profile]
  * [--only=pg,e2e,ingest,latency,threads,persisted,...]` (experiments: `--threads=N`,
- * `--rates=1000,5000`, `--mixed`, `--split`, `--env RS_PG_POOL_SIZE=32`, repeatable).
+ * `--rates=1000,5000`, `--linger=0,5`, `--mixed`, `--split`, `--env RS_PG_POOL_SIZE=32`, repeatable).
  *
  * Starts its own nats-server and Postgres, and for every measurement a fresh broker
  * process (spawnBroker) on a fresh database and stream, driven by load-generator child
@@ -21,6 +21,9 @@
  *  - latency   3: open-loop offered rates up to saturation: send → WebSocket p50/p99/p99.9;
  *  - threads   7: full speed over 10,000 threads vs the 100-thread case;
  *  - persisted 8: PERSISTED acks at 5,000 events/s, producer-observed ack latency;
+ *  - linger    scenario 3's load sent through the client library's batching Publisher, with
+ *              each linger of `--linger=0,5` (ms), at `--linger-rates=5000` events/s: what a
+ *              producer using it gets (not a target);
  *  - stages    CPU per event of each stage, each in a broker process of its own (ingest,
  *              persister, fan-out): at 1 event/request (scenario 3's load at 5,000 events/s)
  *              and at 100 events/request (the full-speed load), with nats-server, Postgres and
@@ -86,6 +89,8 @@ const { values: args } = parseArgs({
     only: { type: 'string' },
     threads: { type: 'string' },
     rates: { type: 'string' },
+    linger: { type: 'string' },
+    'linger-rates': { type: 'string' },
     mixed: { type: 'boolean', default: false },
     split: { type: 'boolean', default: false },
     env: { type: 'string', multiple: true },
@@ -95,7 +100,7 @@ const { values: args } = parseArgs({
 });
 const quick = args.quick === true;
 const only = new Set(
-  (args.only ?? 'pg,js,ws,grpc,floor,e2e,ingest,latency,threads,persisted,stages,fanout,catchup,conns')
+  (args.only ?? 'pg,js,ws,grpc,floor,e2e,ingest,latency,threads,persisted,linger,stages,fanout,catchup,conns')
     .split(',')
     .map((s) => s.trim()),
 );
@@ -168,6 +173,10 @@ const PLAN = {
     mixed: MIXED,
     drainTimeoutMs: quick ? 10_000 : 20_000,
   },
+  /** The lingers (ms) of the `linger` measurements: none (the client's default), and 5 ms. */
+  lingers: args.linger ? args.linger.split(',').map(Number) : [0, 5],
+  /** Their offered rates, events/s. */
+  lingerRates: args['linger-rates'] ? args['linger-rates'].split(',').map(Number) : [TARGET_RATE],
 } as const;
 
 /** Rough cost of each measurement with its broker start and stop, for the time budget. */
@@ -208,6 +217,8 @@ interface RunResult {
   curve: CurvePoint[];
   /** Scenario 8. */
   persisted?: Targeted<FixedRateResult>;
+  /** Scenario 3's load through the client library's Publisher, one result per linger (not a target). */
+  linger: FixedRateResult[];
   /** B-path at the target rate: scenario 3's load through the bare parts (the latency floor). */
   floor?: PathFloorResult;
   /** The same with commit receipts sent and timed: scenario 8's floor. */
@@ -414,7 +425,7 @@ async function main(): Promise<void> {
 
   const runs: RunResult[] = [];
   for (let r = 1; r <= PLAN.runs; r++) {
-    const run: RunResult = { latency: [], curve: [], errors: [], brokerLogs: {} };
+    const run: RunResult = { latency: [], curve: [], linger: [], errors: [], brokerLogs: {} };
     runs.push(run);
     const tag = `[run ${r}/${PLAN.runs}]`;
 
@@ -630,6 +641,18 @@ async function main(): Promise<void> {
       if (res) {
         run.persisted = res;
         log(`${tag} persisted ${String(TARGET_RATE).padEnd(5)} ${fixedRateText(res)}`);
+      }
+    }
+    for (const rate of only.has('linger') ? PLAN.lingerRates : []) {
+      for (const linger of PLAN.lingers) {
+        if (!(await ready(run, `linger${linger}-${rate}`, ESTIMATE_MS.fixedRate, startedAt))) break;
+        const res = await withBroker(servers, run, `linger${linger}-${rate}-run${r}`, (b) =>
+          runFixedRate(b, { ...PLAN.fixedRate, rate, ack: 'ACCEPTED', linger }),
+        );
+        if (res) {
+          run.linger.push(res);
+          log(`${tag} Publisher, linger ${linger} ms, ${rate}/s: ${fixedRateText(res)}`);
+        }
       }
     }
     if (only.has('stages')) {
@@ -1081,25 +1104,41 @@ function tableRows(runs: readonly RunResult[]): Row[] {
       });
     }
   }
+  /** A row per metric of what `of` finds in each run (digits: 0 for CPU and events/s, else 1, unless given). */
+  const rowsOf = <F>(
+    name: string,
+    of: (r: RunResult) => F | undefined,
+    metrics: [string, (f: F) => number | undefined, number?][],
+  ) => {
+    for (const [metric, f, digits] of metrics) {
+      rows.push({
+        scenario: name,
+        metric,
+        values: col((r) => {
+          const res = of(r);
+          return res ? f(res) : undefined;
+        }),
+        digits: digits ?? (metric.includes('CPU') || metric.includes('events/s') ? 0 : 1),
+      });
+    }
+  };
+  for (const rate of only.has('linger') ? PLAN.lingerRates : []) {
+    for (const linger of PLAN.lingers) {
+      const res = (r: RunResult) => r.linger.find((x) => x.linger === linger && x.rate === rate);
+      if (!runs.some(res)) continue;
+      rowsOf(`3 via the client's Publisher, linger ${linger} ms, ${fmt(rate, 0)} events/s`, res, [
+        ['e2e p50 ms', (f) => f.e2eLatency.p50],
+        ['e2e p99 ms', (f) => f.e2eLatency.p99],
+        ['e2e p99.9 ms', (f) => f.e2eLatency.p999],
+        ['publish → ack p50 ms', (f) => f.ackLatency.p50],
+        ['events/request', (f) => f.meanEventsPerRequest, 2],
+        ['broker CPU µs/event', (f) => f.cpuUsPerEvent?.broker],
+        ['broker + nats + pg CPU µs/event', (f) => stackCpu(f.cpuUsPerEvent)],
+      ]);
+    }
+  }
   if (only.has('floor')) {
-    const floorRowsOf = <F>(
-      name: string,
-      of: (r: RunResult) => F | undefined,
-      metrics: [string, (f: F) => number][],
-    ) => {
-      for (const [metric, f] of metrics) {
-        rows.push({
-          scenario: name,
-          metric,
-          values: col((r) => {
-            const res = of(r);
-            return res ? f(res) : undefined;
-          }),
-          digits: metric.includes('CPU') || metric.includes('events/s') ? 0 : 1,
-        });
-      }
-    };
-    floorRowsOf(`B-path bare parts, ${fmt(TARGET_RATE, 0)} events/s offered`, (r) => r.floor, [
+    rowsOf(`B-path bare parts, ${fmt(TARGET_RATE, 0)} events/s offered`, (r) => r.floor, [
       ['e2e p50 ms', (f) => f.e2eLatency.p50],
       ['e2e p99 ms', (f) => f.e2eLatency.p99],
       ['e2e p99.9 ms', (f) => f.e2eLatency.p999],
@@ -1107,17 +1146,17 @@ function tableRows(runs: readonly RunResult[]): Row[] {
       ['send → committed p50 ms', (f) => f.committedLatency.p50],
       ['relay + nats + pg CPU µs/event', (f) => stackCpu(f.cpuUsPerEvent) ?? Number.NaN],
     ]);
-    floorRowsOf(`B-path with commit receipts, ${fmt(TARGET_RATE, 0)} events/s`, (r) => r.floorReceipts, [
+    rowsOf(`B-path with commit receipts, ${fmt(TARGET_RATE, 0)} events/s`, (r) => r.floorReceipts, [
       ['commit receipt p50 ms', (f) => f.receiptLatency.p50],
       ['commit receipt p99 ms', (f) => f.receiptLatency.p99],
       ['commit receipt p99.9 ms', (f) => f.receiptLatency.p999],
     ]);
-    floorRowsOf(`B-grpc-acks bare gRPC server, ${fmt(TARGET_RATE, 0)} events/s`, (r) => r.floorGrpc, [
+    rowsOf(`B-grpc-acks bare gRPC server, ${fmt(TARGET_RATE, 0)} events/s`, (r) => r.floorGrpc, [
       ['server CPU µs/event', (f) => f.cpuUsPerEvent?.broker ?? Number.NaN],
       ['send → ack p50 ms', (f) => f.ackLatency.p50],
       ['send → ack p99 ms', (f) => f.ackLatency.p99],
     ]);
-    floorRowsOf(
+    rowsOf(
       `B-ingest bare gRPC server publishing to JetStream, ${fmt(TARGET_RATE, 0)} events/s`,
       (r) => r.floorIngest,
       [
@@ -1126,7 +1165,7 @@ function tableRows(runs: readonly RunResult[]): Row[] {
         ['send → ack p99 ms', (f) => f.ackLatency.p99],
       ],
     );
-    floorRowsOf('B-path full speed, 100 events/message', (r) => r.floorFullSpeed, [
+    rowsOf('B-path full speed, 100 events/message', (r) => r.floorFullSpeed, [
       ['e2e events/s', (f) => f.e2eEventsPerS],
       ['relay + nats + pg CPU µs/event', (f) => stackCpu(f.cpuUsPerEvent) ?? Number.NaN],
       ['relay CPU µs/event', (f) => f.cpuUsPerEvent?.broker ?? Number.NaN],
@@ -1231,6 +1270,7 @@ function tableRows(runs: readonly RunResult[]): Row[] {
         r.threads,
         ...r.latency,
         r.persisted,
+        ...r.linger,
       ];
       const others = [...measured, r.fanout, r.catchup].flatMap((m) => (m?.cores ? [m.cores.other] : []));
       return others.length > 0 ? others.reduce((a, b) => a + b, 0) / others.length : undefined;

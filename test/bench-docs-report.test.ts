@@ -222,6 +222,41 @@ test('the floor table sets the broker beside the bare parts of the same run, med
   assert.equal(reportInputFrom(RESULTS).floor, undefined, 'a run without a floor has no table');
 });
 
+test('the linger table sets the Publisher beside raw requests at the rates it measured, medians of the runs', () => {
+  const l = (p50: number) => ({ p50, p99: p50 * 3, p999: p50 * 4 });
+  const fixed = (rate: number, p50: number, perRequest: number, cpu: number, linger?: number) => ({
+    rate,
+    ...(linger === undefined ? {} : { linger }),
+    e2eLatency: l(p50),
+    meanEventsPerRequest: perRequest,
+    cpuUsPerEvent: { broker: cpu },
+  });
+  const run = (k: number) => ({
+    // 1,000 events/s has no Publisher measurement: not in the table.
+    latency: [fixed(1000, 1, 1, 300), fixed(5000, 10 * k, 1, 120)],
+    linger: [
+      fixed(5000, 11 * k, 1.1, 130, 0),
+      fixed(5000, 20 * k, 1.2, 140, 5),
+      fixed(10000, 60 * k, 2.5, 80, 0),
+    ],
+  });
+  const input = reportInputFrom({ ...RESULTS, runs: [run(1), run(3), run(2)] });
+  assert.deepEqual(
+    input.linger?.map((r) => [r.rate, r.linger, r.eventsPerRequest, r.p50, r.p99, r.p999, r.brokerCpu]),
+    [
+      [5000, undefined, 1, 20, 60, 80, 120],
+      [5000, 0, 1.1, 22, 66, 88, 130],
+      [5000, 5, 1.2, 40, 120, 160, 140],
+      [10000, 0, 2.5, 120, 360, 480, 80],
+    ],
+  );
+  const md = renderSummary(input, '/somewhere/bench/results/x.json');
+  assert.ok(md.includes('| 5,000 | raw requests (scenario 3) | 1.00 | 20.0 / 60.0 / 80.0 | 120 |'), md);
+  assert.ok(md.includes('| 5,000 | Publisher, no linger | 1.10 | 22.0 / 66.0 / 88.0 | 130 |'), md);
+  assert.ok(md.includes('| 5,000 | Publisher, linger 5 ms | 1.20 | 40.0 / 120 / 160 | 140 |'), md);
+  assert.equal(reportInputFrom(RESULTS).linger, undefined, 'a run without `linger` has no table');
+});
+
 const DOC = '# Benchmarks\n\nIntro line one,\nline two.\n\nIn short:\n\n- a finding\n\n## Running\n\nprose\n';
 
 test('without markers, the block goes after the intro paragraph and the prose stays', () => {

@@ -45,6 +45,57 @@ export interface BenchReportInput {
   readonly stages?: readonly StageRow[];
   /** Scenarios 3 and 8, and CPU per event, beside the bare parts under the same load (medians of the runs). */
   readonly floor?: readonly FloorRow[];
+  /** Scenario 3's load through the client library's Publisher, beside raw requests (`linger`; medians). */
+  readonly linger?: readonly LingerRow[];
+}
+
+/** One producer at one offered rate: scenario 3's raw requests, or the client's Publisher with a linger. */
+export interface LingerRow {
+  readonly rate: number;
+  /** The Publisher's linger, ms; undefined for scenario 3's raw requests. */
+  readonly linger: number | undefined;
+  readonly eventsPerRequest: number;
+  readonly p50: number;
+  readonly p99: number;
+  readonly p999: number;
+  readonly brokerCpu: number;
+}
+
+/**
+ * Per offered rate that `linger` measured: scenario 3's raw requests at that rate (when the run
+ * has them), then the Publisher at each linger, medians of the runs.
+ */
+function lingerRows(runs: readonly Json[]): LingerRow[] {
+  const groups = new Map<string, { rate: number; linger: number | undefined; found: Json[] }>();
+  const add = (x: Json, linger: number | undefined) => {
+    const key = `${num(x.rate)}\u0000${linger ?? 'raw'}`;
+    const g = groups.get(key) ?? { rate: num(x.rate), linger, found: [] };
+    g.found.push(x);
+    groups.set(key, g);
+  };
+  const measured = runs.flatMap((r) => (Array.isArray(r.linger) ? r.linger.filter(isObject) : []));
+  if (measured.length === 0) return [];
+  const rates = new Set(measured.map((x) => num(x.rate)));
+  for (const r of runs) {
+    for (const x of Array.isArray(r.latency) ? r.latency.filter(isObject) : []) {
+      if (rates.has(num(x.rate))) add(x, undefined);
+    }
+  }
+  for (const x of measured) add(x, num(x.linger));
+  return [...groups.values()]
+    .sort((a, b) => a.rate - b.rate || (a.linger ?? -1) - (b.linger ?? -1))
+    .map(({ rate, linger, found }) => {
+      const med = (f: (x: Json) => unknown) => median(found.map((x) => num(f(x))));
+      return {
+        rate,
+        linger,
+        eventsPerRequest: med((x) => x.meanEventsPerRequest),
+        p50: med((x) => latencyOf(x, 'e2eLatency')?.p50),
+        p99: med((x) => latencyOf(x, 'e2eLatency')?.p99),
+        p999: med((x) => latencyOf(x, 'e2eLatency')?.p999),
+        brokerCpu: med((x) => (isObject(x.cpuUsPerEvent) ? x.cpuUsPerEvent.broker : undefined)),
+      };
+    });
 }
 
 /** One figure of the broker beside the same figure of the bare parts (ms, or CPU µs per event). */
@@ -368,6 +419,7 @@ export function reportInputFrom(results: unknown): BenchReportInput {
 
   const stages = stageRows(runs);
   const floor = floorRows(runs);
+  const linger = lingerRows(runs);
   return {
     date: String(results.date),
     quick: results.mode === 'quick',
@@ -377,6 +429,7 @@ export function reportInputFrom(results: unknown): BenchReportInput {
     ...(curve.length > 0 ? { curve } : {}),
     ...(stages.length > 0 ? { stages } : {}),
     ...(floor.length > 0 ? { floor } : {}),
+    ...(linger.length > 0 ? { linger } : {}),
   };
 }
 
@@ -449,6 +502,27 @@ export function renderSummary(input: BenchReportInput, resultsFile: string): str
     for (const f of input.floor) {
       lines.push(
         `| ${f.metric} | ${number(f.broker)} | ${number(f.floor)} | ${number(f.broker / f.floor)}× |`,
+      );
+    }
+  }
+  if (input.linger && input.linger.length > 0) {
+    lines.push(
+      '',
+      "Scenario 3's load handed event by event to the client library's `Publisher` (`linger`), beside",
+      "scenario 3's raw requests of the same run. Not a target: the targets are for producers that send",
+      'each token as it comes.',
+      '',
+      '| offered events/s | producer | events/request | send → WebSocket p50 / p99 / p99.9 ms | broker CPU µs/event |',
+      '| ---: | --- | ---: | ---: | ---: |',
+    );
+    for (const l of input.linger) {
+      const who =
+        l.linger === undefined
+          ? 'raw requests (scenario 3)'
+          : `Publisher, ${l.linger > 0 ? `linger ${l.linger} ms` : 'no linger'}`;
+      lines.push(
+        `| ${number(l.rate)} | ${who} | ${number(l.eventsPerRequest)} | ${number(l.p50)} / ${number(l.p99)} / ` +
+          `${number(l.p999)} | ${number(l.brokerCpu)} |`,
       );
     }
   }

@@ -16,9 +16,17 @@
  *    shows up as latency, not as a lower rate. Each event carries its send stamp (`t`, epoch
  *    ms) for the subscribers' latency. Before it is ready it primes each thread with one
  *    event (not stamped, not counted in the result).
+ * With `linger`, the open load goes through the client library's batching publisher
+ * (`@runstream/client`'s `Publisher`, streaming mode, one per stream) instead of raw
+ * requests: each event is handed over as it comes, and the publisher sends a thread's events
+ * together when they met within `linger` ms or while the thread's previous request was
+ * unanswered. Its requests are counted as they leave (a gRPC interceptor); ack latency is then
+ * per event, from `publish` to its ack, the linger included.
  * Ready once the client is connected; the ready info says how many events will be delivered.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
+import * as grpc from '@grpc/grpc-js';
+import { type PublishEvent, Publisher } from '@runstream/client/node';
 import {
   type AckLevel,
   type Event,
@@ -26,7 +34,7 @@ import {
   type PublishStream,
 } from '../../src/client/ingest-client.js';
 import { type LoadgenIo, runLoadgen } from '../lib/loadgen.js';
-import { type BenchThread, epochMs, nextTokenEvent } from '../lib/payload.js';
+import { type BenchThread, epochMs, nextTokenEvent, type TokenEvent } from '../lib/payload.js';
 import { type BucketCounts, Counts } from '../lib/progress.js';
 import { type LatencySummary, summarize } from '../lib/stats.js';
 
@@ -64,6 +72,8 @@ export interface ProducerArgs {
   /** Most events in one request. */
   readonly batchSize: number;
   readonly load: ClosedLoad | OpenLoad;
+  /** Open load only: send through the client library's Publisher with this linger, ms (see the top). */
+  readonly linger?: number;
 }
 
 export interface ProducerInfo {
@@ -164,17 +174,26 @@ async function main(a: ProducerArgs, io: LoadgenIo): Promise<ProducerResult> {
   await new Promise<void>((resolve, reject) =>
     client.raw.waitForReady(Date.now() + CONNECT_TIMEOUT_MS, (err) => (err ? reject(err) : resolve())),
   );
-  const streams: PublishStream[] = Array.from({ length: a.streams }, () => client.openStream());
+  const viaPublisher = a.linger !== undefined && load.kind === 'open';
+  const streams: PublishStream[] = viaPublisher
+    ? []
+    : Array.from({ length: a.streams }, () => client.openStream());
+  const publishers = viaPublisher ? openPublishers(a, a.linger as number) : undefined;
   // Open load: one event per thread, acked before the clock starts, so every stream is open and
   // each thread's first publish done; otherwise that start-up cost sits in a short run's latencies.
   const priming = load.kind === 'open' ? threads.length : 0;
   if (priming > 0) {
     await Promise.all(
-      threads.map((t) => (streams[streamOf(t)] as PublishStream).send([nextTokenEvent(t)], a.ack)),
+      threads.map((t) =>
+        publishers
+          ? (publishers.all[streamOf(t)] as Publisher).publish(publishEvent(nextTokenEvent(t)))
+          : (streams[streamOf(t)] as PublishStream).send([nextTokenEvent(t)], a.ack),
+      ),
     );
   }
   io.ready({ events: total + priming } satisfies ProducerInfo);
   await io.go;
+  const requestsBefore = publishers?.requests() ?? 0;
 
   const cpuBefore = process.cpuUsage();
   const acks = new Counts();
@@ -192,18 +211,18 @@ async function main(a: ProducerArgs, io: LoadgenIo): Promise<ProducerResult> {
   /** Open load: how late each tick woke up, ms (a starved producer sends late, in bigger bursts). */
   const tickLate: number[] = [];
 
-  const send = (s: number, events: Event[]): Promise<void> => {
-    requests++;
-    sent += events.length;
+  /** Sends `n` events by `start` (a request, or one event to a publisher) and times them to their ack. */
+  const track = (n: number, start: () => Promise<unknown>): Promise<void> => {
+    sent += n;
     const t0 = performance.now();
     lastSendAtMs = performance.timeOrigin + t0;
-    const p: Promise<void> = (streams[s] as PublishStream).send(events, a.ack).then(
+    const p: Promise<void> = start().then(
       () => {
         const now = performance.now();
         if (t0 >= timedFrom) ackSamples.push(now - t0);
-        acked += events.length;
+        acked += n;
         lastAckAtMs = performance.timeOrigin + now;
-        acks.add(events.length, lastAckAtMs);
+        acks.add(n, lastAckAtMs);
         pending.delete(p);
       },
       (err: unknown) => {
@@ -214,6 +233,10 @@ async function main(a: ProducerArgs, io: LoadgenIo): Promise<ProducerResult> {
     );
     pending.add(p);
     return p;
+  };
+  const send = (s: number, events: Event[]): Promise<void> => {
+    requests++;
+    return track(events.length, () => (streams[s] as PublishStream).send(events, a.ack));
   };
 
   const firstSendAtMs = epochMs();
@@ -242,7 +265,7 @@ async function main(a: ProducerArgs, io: LoadgenIo): Promise<ProducerResult> {
       const due = Math.min(total, Math.floor(((now - start) * load.rate) / 1000));
       if (due > next) {
         const stamp = epochMs();
-        const groups = new Map<number, Event[]>(); // thread (or stream, if mixed) → its due events
+        const groups = new Map<number, TokenEvent[]>(); // thread (or stream, if mixed) → its due events
         for (; next < due; next++) {
           const thread = threads[next % threads.length] as BenchThread;
           const key = a.mixed ? streamOf(thread) : thread.index;
@@ -252,7 +275,10 @@ async function main(a: ProducerArgs, io: LoadgenIo): Promise<ProducerResult> {
         }
         for (const [key, events] of groups) {
           const s = a.mixed ? key : key % a.streams;
-          for (const request of chunks(events, a.batchSize)) void send(s, request);
+          if (publishers) {
+            const publisher = publishers.all[s] as Publisher;
+            for (const e of events) void track(1, () => publisher.publish(publishEvent(e)));
+          } else for (const request of chunks(events, a.batchSize)) void send(s, request);
         }
       }
       if (next < total) {
@@ -268,7 +294,12 @@ async function main(a: ProducerArgs, io: LoadgenIo): Promise<ProducerResult> {
     ? Promise.race([Promise.all(pending), sleep(load.drainTimeoutMs)])
     : Promise.all(pending));
   const cpu = process.cpuUsage(cpuBefore);
-  await Promise.race([Promise.all(streams.map((s) => s.end())), sleep(END_TIMEOUT_MS)]);
+  if (publishers) requests = publishers.requests() - requestsBefore;
+  await Promise.race([
+    Promise.all([...streams.map((s) => s.end()), ...(publishers?.all ?? []).map((p) => p.close())]),
+    sleep(END_TIMEOUT_MS),
+  ]);
+  for (const p of publishers?.all ?? []) p.abort();
 
   const measuredSent = sent - Math.max(0, sentBeforeWindow);
   return {
@@ -287,6 +318,49 @@ async function main(a: ProducerArgs, io: LoadgenIo): Promise<ProducerResult> {
     acks: acks.snapshot(),
     cpuMs: (cpu.user + cpu.system) / 1000,
   };
+}
+
+/** A token event as the client library's publisher takes it (same ids, content and metadata). */
+function publishEvent(e: TokenEvent): PublishEvent {
+  return {
+    threadId: e.thread_id,
+    runId: e.run_id,
+    eventType: e.event_type,
+    category: 'message',
+    contentJson: e.content_json,
+    metadataJson: e.metadata_json,
+    eventId: e.event_id,
+  };
+}
+
+/**
+ * One streaming Publisher per stream (grpc-js shares their connection), and the number of
+ * requests they have sent so far, counted by an interceptor as each leaves.
+ */
+function openPublishers(a: ProducerArgs, lingerMs: number): { all: Publisher[]; requests: () => number } {
+  let requests = 0;
+  const counting: grpc.Interceptor = (options, next) =>
+    new grpc.InterceptingCall(next(options), {
+      sendMessage: (message, nextSend) => {
+        requests++;
+        nextSend(message);
+      },
+    });
+  const all = Array.from(
+    { length: a.streams },
+    () =>
+      new Publisher({
+        target: a.grpcTarget,
+        ack: a.ack,
+        lingerMs,
+        maxBatchEvents: a.batchSize,
+        mode: 'stream',
+        // An open load never waits for room (it would stop offering its rate).
+        maxQueuedEvents: Number.MAX_SAFE_INTEGER,
+        channelOptions: { interceptors: [counting] },
+      }),
+  );
+  return { all, requests: () => requests };
 }
 
 runLoadgen(main);

@@ -37,11 +37,15 @@ export interface FixedRateOptions {
   readonly mixed: boolean;
   /** Give up waiting for acks and deliveries after this long past the last send. */
   readonly drainTimeoutMs: number;
+  /** Send through the client library's batching Publisher with this linger, ms (producer.ts). */
+  readonly linger?: number;
 }
 
 export interface FixedRateResult extends Measured {
   readonly rate: number;
   readonly ack: AckLevel;
+  /** Sent through the client library's Publisher with this linger, ms; raw requests if absent. */
+  readonly linger?: number;
   readonly sent: number;
   readonly acked: number;
   readonly delivered: number;
@@ -92,6 +96,7 @@ export async function runFixedRate(broker: BenchBroker, o: FixedRateOptions): Pr
       mixed: o.mixed,
       batchSize: o.batchSize,
       load: openLoad(o),
+      ...(o.linger === undefined ? {} : { linger: o.linger }),
     },
     {
       connections: o.wsConnections,
@@ -106,6 +111,7 @@ export async function runFixedRate(broker: BenchBroker, o: FixedRateOptions): Pr
   return {
     rate: o.rate,
     ack: o.ack,
+    ...(o.linger === undefined ? {} : { linger: o.linger }),
     sent: p.sent,
     acked: p.acked,
     delivered: s.delivered,
