@@ -19,8 +19,8 @@ types runstream's chat view understands (docs/api.md, the chat projection):
 | the root chain ends / fails                | run_end       | lifecycle |
 
 Chunks carry ``metadata.id`` = the LangChain run id of their model call, so a model call's
-tokens form one assistant message. Events go through the publisher's batching (a few
-milliseconds of linger), with ids ``<run_id>-<n>`` that are stable across retries.
+tokens form one assistant message. Events go through the publisher's batching (those that wait
+behind a request in flight go together), with ids ``<run_id>-<n>`` that are stable across retries.
 ``langchain_core`` is optional: without it the handler is a plain object with the same methods.
 """
 

@@ -1,8 +1,9 @@
 """Publishers over gRPC ``runstream.v1.Ingest``: sync (a worker thread) and asyncio (``grpc.aio``).
 
-Both batch: events handed to ``publish`` wait up to ``linger_ms`` for others and go together,
-at most ``max_batch_events`` per request, in the order they were handed over (one request at a
-time, so every thread's seq order is publish order). Every event's ``event_id`` is fixed
+Both batch: the events waiting when a request can go (those handed over while the previous one
+was out) go together, at most ``max_batch_events`` per request, in the order they were handed
+over (one request at a time, so every thread's seq order is publish order). No timer holds an
+event back unless ``linger_ms`` (default 0) asks an event to wait that long for others. Every event's ``event_id`` is fixed
 before its first send, and a failed request is resent with the same ids, so a retry is never
 stored twice. ``open_stream`` gives a ``PublishStream`` call that hands the broker's cancel
 controls to a callback and matches acks to requests around them.
@@ -37,7 +38,7 @@ from runstream.v1 import runstream_pb2 as pb
 PUBLISH = "/runstream.v1.Ingest/Publish"
 PUBLISH_STREAM = "/runstream.v1.Ingest/PublishStream"
 
-DEFAULT_LINGER_MS = 5
+DEFAULT_LINGER_MS = 0
 DEFAULT_MAX_BATCH_EVENTS = 500
 DEFAULT_MAX_ATTEMPTS = 20
 DEFAULT_TIMEOUT_S = 60.0
@@ -351,9 +352,11 @@ class AsyncPublisher:
             loop = asyncio.get_running_loop()
             deadline = loop.time() + self._linger_s
             while len(batch) < self._max_batch and batch[-1][0] is not None:
+                remaining = deadline - loop.time()
                 try:
-                    batch.append(await asyncio.wait_for(q.get(), max(0.0, deadline - loop.time())))
-                except asyncio.TimeoutError:
+                    # Past the linger, what is queued already (wait_for(get, 0) would take nothing).
+                    batch.append(q.get_nowait() if remaining <= 0 else await asyncio.wait_for(q.get(), remaining))
+                except (asyncio.TimeoutError, asyncio.QueueEmpty):
                     break
             events = [(m, f) for m, f in batch if m is not None]
             if events:

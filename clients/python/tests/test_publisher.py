@@ -1,4 +1,5 @@
 import asyncio
+import time
 
 import pytest
 
@@ -66,6 +67,28 @@ def test_async_publisher_and_stream_with_cancel_controls(grpc_target, http_url, 
         assert HistoryClient(http_url).get_run(thread, "run-s")["status"] == "cancelled"
 
     asyncio.run(main())
+
+
+def test_async_publisher_without_linger_sends_what_waits_as_one_request(grpc_target, http_url, thread):
+    """linger_ms=0: no timer; the events waiting when the worker runs go together (one log message)."""
+
+    async def main():
+        async with AsyncPublisher(grpc_target, linger_ms=0) as pub:
+            # Queued before the worker runs: they wait together.
+            acks = await pub.publish_many([chunk(thread, i) for i in range(1, 11)])
+            assert [a.seq for a in acks] == [0] * 10
+            assert len({a.offset for a in acks}) == 1, [a.offset for a in acks]
+            one = await pub.publish(chunk(thread, 11))
+            assert one.event_id == "e11"
+
+    asyncio.run(main())
+    # ACCEPTED acks: the events are stored a moment later, in order.
+    for _ in range(200):
+        events = HistoryClient(http_url).list_events(thread, limit=100)["events"]
+        if len(events) == 11:
+            break
+        time.sleep(0.05)
+    assert [e["event_id"] for e in events] == [f"e{i}" for i in range(1, 12)]
 
 
 def test_sync_stream_hands_back_cancels(grpc_target, http_url, thread):
