@@ -475,6 +475,23 @@ test('with lingerMs 0 the events of an idle thread handed over in one tick leave
   );
 });
 
+test('flush() waits for what was handed over before it, not for events published after it', async () => {
+  await using stack = await startStack();
+  const thread = randomName('tsf-');
+  // A long linger: an event handed over after the flush waits well past the flushed one's ack.
+  await using pub = new Publisher({ target: stack.grpcTarget, lingerMs: 5_000 });
+  const before = pub.publish(chunk(thread, 1));
+  const flushed = pub.flush();
+  const after = pub.publish(chunk(`${thread}-b`, 2));
+  const first = await Promise.race([flushed.then(() => 'flush'), after.then(() => 'after')]);
+  assert.equal(first, 'flush', 'flush() waited for an event published after it');
+  assert.equal((await before).eventId, 'e1');
+  assert.equal(pub.queued, 1, 'the later event still lingers');
+  await pub.flush();
+  assert.equal((await after).eventId, 'e2');
+  assert.equal(pub.queued, 0);
+});
+
 test('the long-poll transport follows the same cursor rules: exactly the matching events, live, run end', async () => {
   await using stack = await startStack();
   const thread = randomName('tsl-');

@@ -166,6 +166,8 @@ interface RawIngest extends grpc.Client {
 
 interface Pending {
   event: RawEvent;
+  /** Its place in publish order (1, 2, …): a flush waits for those up to its own. */
+  n: number;
   bytes: number;
   resolve: (a: EventAck) => void;
   reject: (e: Error) => void;
@@ -215,7 +217,10 @@ export class Publisher implements AsyncDisposable {
   #nextId = 0;
   #queued = 0;
   #spaceWaiters: (() => void)[] = [];
-  #idleWaiters: (() => void)[] = [];
+  /** Events handed over so far: the last one's `n`. */
+  #handed = 0;
+  /** Flushes waiting for the events handed over before them (`upto`): `left` not yet settled. */
+  #flushes: { upto: number; left: number; resolve: () => void }[] = [];
   #closed = false;
   readonly #abort = new AbortController();
   readonly #stream: StreamChannel | undefined;
@@ -267,7 +272,7 @@ export class Publisher implements AsyncDisposable {
         q = { pending: [], bytes: 0, timer: undefined, soon: false, inFlight: false };
         this.#threads.set(event.thread_id, q);
       }
-      q.pending.push({ event, bytes, resolve, reject });
+      q.pending.push({ event, n: ++this.#handed, bytes, resolve, reject });
       q.bytes += bytes;
       this.#queued++;
       this.#schedule(event.thread_id, q);
@@ -285,15 +290,19 @@ export class Publisher implements AsyncDisposable {
     return new Promise((resolve) => this.#spaceWaiters.push(resolve));
   }
 
-  /** Sends what lingers now and resolves when everything handed over so far is acknowledged or failed. */
+  /**
+   * Sends what lingers now and resolves when every event handed over before this call is
+   * acknowledged or failed (events published after it are not waited for).
+   */
   flush(): Promise<void> {
     for (const [thread, q] of this.#threads) {
       if (q.timer !== undefined) clearTimeout(q.timer);
       q.timer = undefined;
       if (!q.inFlight && q.pending.length > 0) void this.#send(thread, q);
     }
+    // Every event not yet settled was handed over before this call.
     if (this.#queued === 0) return Promise.resolve();
-    return new Promise((resolve) => this.#idleWaiters.push(resolve));
+    return new Promise((resolve) => this.#flushes.push({ upto: this.#handed, left: this.#queued, resolve }));
   }
 
   /** Streaming mode: calls `listener` on each cancel for this run; returns the function that removes it. */
@@ -329,12 +338,11 @@ export class Publisher implements AsyncDisposable {
       q.timer = undefined;
       const dropped = q.pending.splice(0);
       q.bytes = 0;
-      this.#queued -= dropped.length;
       for (const p of dropped) p.reject(closed);
+      this.#settled(dropped);
     }
     this.#stream?.abort(closed);
     this.#client.close();
-    this.#released();
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
@@ -437,18 +445,26 @@ export class Publisher implements AsyncDisposable {
     } catch (err) {
       for (const p of batch) p.reject(err as Error);
     } finally {
-      this.#queued -= batch.length;
       q.inFlight = false;
-      this.#released();
+      this.#settled(batch);
     }
     if (q.pending.length > 0) void this.#send(thread, q);
     else if (q.timer === undefined && !q.soon) this.#threads.delete(thread);
   }
 
-  #released(): void {
+  /** `events` were acknowledged or failed: wakes the flushes waiting for them, and `ready()`. */
+  #settled(events: readonly Pending[]): void {
+    this.#queued -= events.length;
+    if (this.#flushes.length > 0) {
+      for (const f of this.#flushes) for (const p of events) if (p.n <= f.upto) f.left--;
+      const done = this.#flushes.filter((f) => f.left <= 0);
+      if (done.length > 0) {
+        this.#flushes = this.#flushes.filter((f) => f.left > 0);
+        for (const f of done) f.resolve();
+      }
+    }
     const max = this.#opts.maxQueuedEvents ?? DEFAULT_MAX_QUEUED_EVENTS;
     while (this.#queued < max && this.#spaceWaiters.length > 0) this.#spaceWaiters.shift()?.();
-    if (this.#queued === 0) for (const w of this.#idleWaiters.splice(0)) w();
   }
 
   /** One request, retried until acknowledged, refused, or out of attempts. */
