@@ -279,6 +279,9 @@ class AsyncPublisher:
         self._channel: grpc.aio.Channel | None = None
         self._queue: asyncio.Queue | None = None
         self._worker: asyncio.Task | None = None
+        self._closed = False
+        # enqueue calls past the closed check, waiting for room in the queue: close() answers them too.
+        self._entering = 0
 
     def _ensure(self) -> asyncio.Queue:
         if self._queue is None:
@@ -297,9 +300,15 @@ class AsyncPublisher:
 
     async def enqueue(self, event: Event) -> "asyncio.Future[Ack]":
         """Queues one event (waiting while the queue is full) and returns the future of its ack."""
+        if self._closed:
+            raise RunstreamError("closed", "the publisher is closed")
         q = self._ensure()
         fut = asyncio.get_running_loop().create_future()
-        await q.put((to_proto(event, self._ids), fut))
+        self._entering += 1
+        try:
+            await q.put((to_proto(event, self._ids), fut))
+        finally:
+            self._entering -= 1
         return fut
 
     async def publish_many(self, events: Iterable[Event]) -> list[Ack]:
@@ -307,19 +316,31 @@ class AsyncPublisher:
         return list(await asyncio.gather(*futures))
 
     async def publish_batch(self, events: list[Event], ack: str | None = None) -> list[Ack]:
+        if self._closed:
+            raise RunstreamError("closed", "the publisher is closed")
         self._ensure()
         return await self._deliver([to_proto(e, self._ids) for e in events], ack or self.ack)
 
     async def flush(self) -> None:
+        """Waits until everything handed over before it is acknowledged or failed."""
+        if self._closed and self._queue is None:
+            return
         q = self._ensure()
         fut = asyncio.get_running_loop().create_future()
         await q.put((None, fut))
         await fut
 
     async def close(self) -> None:
+        """Refuses new events, answers every one handed over before, then closes. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
         if self._queue is None:
             return
         await self.flush()
+        # Callers that passed the closed check while the queue was full put their events after it.
+        while self._entering > 0 or not self._queue.empty():
+            await self.flush()
         if self._worker:
             self._worker.cancel()
         if self._channel:

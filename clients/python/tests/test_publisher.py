@@ -91,6 +91,29 @@ def test_async_publisher_without_linger_sends_what_waits_as_one_request(grpc_tar
     assert [e["event_id"] for e in events] == [f"e{i}" for i in range(1, 12)]
 
 
+def test_async_publisher_refuses_events_once_closing_and_never_reopens(grpc_target, thread):
+    """An event handed over while close() runs, or after it, is refused with `closed` (it once
+    went to a worker close() then cancelled, and its caller waited forever; after close it
+    silently reopened the channel)."""
+
+    async def main():
+        pub = AsyncPublisher(grpc_target)
+        first = await pub.publish(chunk(thread, 1))
+        assert first.event_id == "e1"
+        closing = asyncio.create_task(pub.close())
+        await asyncio.sleep(0)  # close() has begun: its flush is waiting for the worker
+        with pytest.raises(RunstreamError) as err:
+            await asyncio.wait_for(pub.publish(chunk(thread, 2)), 10)
+        assert err.value.code == "closed"
+        await asyncio.wait_for(closing, 10)
+        with pytest.raises(RunstreamError) as err:
+            await asyncio.wait_for(pub.publish(chunk(thread, 3)), 10)
+        assert err.value.code == "closed"
+        await pub.close()  # again: nothing to do
+
+    asyncio.run(main())
+
+
 def test_sync_stream_hands_back_cancels(grpc_target, http_url, thread):
     import threading
 
