@@ -19,10 +19,12 @@ export const CATEGORIES = ['message', 'trace', 'lifecycle'] as const;
 /** One of the three known categories. */
 export type CategoryName = (typeof CATEGORIES)[number];
 
+/** The longest category name, in characters. */
+export const MAX_CATEGORY_LENGTH = 64;
 /** What a category name may be: a short lower-case identifier. */
-export const CATEGORY_PATTERN = /^[a-z][a-z0-9_]{0,63}$/;
+export const CATEGORY_PATTERN = new RegExp(`^[a-z][a-z0-9_]{0,${MAX_CATEGORY_LENGTH - 1}}$`);
 /** The rule of {@link CATEGORY_PATTERN}, as error messages say it. */
-export const CATEGORY_RULE = 'must be a lower-case identifier matching [a-z][a-z0-9_]{0,63}';
+export const CATEGORY_RULE = `must be a lower-case identifier matching [a-z][a-z0-9_]{0,${MAX_CATEGORY_LENGTH - 1}}`;
 
 /** Category number as stored in Postgres and sent over gRPC. */
 export const CATEGORY_NUMBER: Readonly<Record<CategoryName, number>> = { message: 1, trace: 2, lifecycle: 3 };

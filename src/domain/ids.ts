@@ -6,11 +6,15 @@
  */
 import { InvalidArgumentError } from '../errors.js';
 
-export const ID_PATTERN = /^[A-Za-z0-9_-]{1,128}$/;
+/** The longest id, in characters. */
+export const MAX_ID_LENGTH = 128;
+export const ID_PATTERN = new RegExp(`^[A-Za-z0-9_-]{1,${MAX_ID_LENGTH}}$`);
 /** The rule of {@link ID_PATTERN}, as error messages say it. */
-export const ID_RULE = 'must match [A-Za-z0-9_-]{1,128}';
+export const ID_RULE = `must match [A-Za-z0-9_-]{1,${MAX_ID_LENGTH}}`;
+/** The longest event type, in characters. */
+export const MAX_EVENT_TYPE_LENGTH = 64;
 /** Event types: short, printable ASCII, no spaces. */
-export const EVENT_TYPE_PATTERN = /^[\x21-\x7e]{1,64}$/;
+export const EVENT_TYPE_PATTERN = new RegExp(`^[\\x21-\\x7e]{1,${MAX_EVENT_TYPE_LENGTH}}$`);
 
 export function isId(v: unknown): v is string {
   return typeof v === 'string' && ID_PATTERN.test(v);

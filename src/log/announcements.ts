@@ -9,8 +9,8 @@
  */
 import { isUtf8 } from 'node:buffer';
 import type { Msg } from '@nats-io/transport-node';
-import { eventJson, type StoredEvent } from '../domain/event.js';
-import { EVENT_TYPE_PATTERN } from '../domain/ids.js';
+import { CATEGORY_PATTERN, eventJson, MAX_CATEGORY_LENGTH, type StoredEvent } from '../domain/event.js';
+import { EVENT_TYPE_PATTERN, ID_PATTERN, MAX_EVENT_TYPE_LENGTH, MAX_ID_LENGTH } from '../domain/ids.js';
 import type { Receipt } from '../domain/receipt.js';
 
 /**
@@ -258,15 +258,14 @@ class HeaderReader {
     return n;
   }
 
-  /** An id (`[A-Za-z0-9_-]{1,128}`, or empty if `empty`), which a quote ends; the cursor is left on the quote. */
+  /** An id (domain/ids.ts ID_PATTERN, or empty if `empty`), which a quote ends; the cursor is left on the quote. */
   id(empty: boolean): string {
     return this.#token(ID_BYTE, empty ? 0 : 1, MAX_ID_LENGTH);
   }
 
-  /** A category (`[a-z][a-z0-9_]{0,63}`), which a quote ends. */
+  /** A category (domain/event.ts CATEGORY_PATTERN), which a quote ends. */
   category(): string {
-    const first = this.b[this.at] as number;
-    if (first < 0x61 || first > 0x7a) throw this.bad();
+    if (!CATEGORY_FIRST_BYTE[this.b[this.at] as number]) throw this.bad();
     return this.#token(CATEGORY_BYTE, 1, MAX_CATEGORY_LENGTH);
   }
 
@@ -293,14 +292,17 @@ class HeaderReader {
         escaped = true;
         i++;
       } else if (c === QUOTE) break;
-      else if (c < 0x21 || c > 0x7e) throw this.bad();
+      else if (!EVENT_TYPE_BYTE[c]) throw this.bad();
     }
     if (i >= end) throw this.bad();
     const text = escaped
       ? (JSON.parse(b.toString('latin1', this.at, i + 1)) as string)
       : b.toString('latin1', this.at + 1, i);
     // Unescaped, its bytes were checked above; escaped, what they stand for is checked here.
-    if ((escaped || text.length === 0 || text.length > 64) && !EVENT_TYPE_PATTERN.test(text))
+    if (
+      (escaped || text.length === 0 || text.length > MAX_EVENT_TYPE_LENGTH) &&
+      !EVENT_TYPE_PATTERN.test(text)
+    )
       throw this.bad();
     this.at = i + 1;
     return text;
@@ -311,13 +313,14 @@ class HeaderReader {
   }
 }
 
-const MAX_ID_LENGTH = 128;
-const MAX_CATEGORY_LENGTH = 64;
-const byteTable = (pattern: RegExp): readonly boolean[] =>
-  Array.from({ length: 256 }, (_, c) => pattern.test(String.fromCharCode(c)));
-/** The bytes of an id (domain/ids.ts ID_PATTERN) and of a category (domain/event.ts CATEGORY_PATTERN). */
-const ID_BYTE = byteTable(/^[A-Za-z0-9_-]$/);
-const CATEGORY_BYTE = byteTable(/^[a-z0-9_]$/);
+/** Each byte's verdict by `ok`, read as the one-character text it is in latin1. */
+const byteTable = (ok: (c: string) => boolean): readonly boolean[] =>
+  Array.from({ length: 256 }, (_, c) => ok(String.fromCharCode(c)));
+/** The bytes the domain's patterns allow: in an id, an event type, and a category's first and later characters. */
+const ID_BYTE = byteTable((c) => ID_PATTERN.test(c));
+const EVENT_TYPE_BYTE = byteTable((c) => EVENT_TYPE_PATTERN.test(c));
+const CATEGORY_FIRST_BYTE = byteTable((c) => CATEGORY_PATTERN.test(c));
+const CATEGORY_BYTE = byteTable((c) => CATEGORY_PATTERN.test(`a${c}`));
 
 export function encodeReceipts(receipts: readonly Receipt[]): string {
   return JSON.stringify(
