@@ -3,9 +3,9 @@
 Both batch: the events waiting when a request can go (those handed over while the previous one
 was out) go together, at most ``max_batch_events`` per request, in the order they were handed
 over (one request at a time, so every thread's seq order is publish order). No timer holds an
-event back unless ``linger_ms`` (default 0) asks an event to wait that long for others. Every event's ``event_id`` is fixed
-before its first send, and a failed request is resent with the same ids, so a retry is never
-stored twice. ``open_stream`` gives a ``PublishStream`` call that hands the broker's cancel
+event back unless ``linger_ms`` (default 0) asks an event to wait that long for others. Every
+event's ``event_id`` is fixed before its first send, and a failed request is resent with the
+same ids, so a retry is never stored twice. ``open_stream`` gives a ``PublishStream`` call that hands the broker's cancel
 controls to a callback and matches acks to requests around them.
 """
 

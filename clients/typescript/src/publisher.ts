@@ -298,7 +298,7 @@ export class Publisher implements AsyncDisposable {
     for (const [thread, q] of this.#threads) {
       if (q.timer !== undefined) clearTimeout(q.timer);
       q.timer = undefined;
-      if (!q.inFlight && q.pending.length > 0) void this.#send(thread, q);
+      this.#sendIfIdle(thread, q);
     }
     // Every event not yet settled was handed over before this call.
     if (this.#queued === 0) return Promise.resolve();
@@ -388,7 +388,7 @@ export class Publisher implements AsyncDisposable {
         q.soon = true;
         queueMicrotask(() => {
           q.soon = false;
-          if (!q.inFlight) void this.#send(thread, q);
+          this.#sendIfIdle(thread, q);
         });
       }
       return;
@@ -402,9 +402,14 @@ export class Publisher implements AsyncDisposable {
     if (q.timer === undefined) {
       q.timer = setTimeout(() => {
         q.timer = undefined;
-        if (!q.inFlight) void this.#send(thread, q);
+        this.#sendIfIdle(thread, q);
       }, lingerMs);
     }
+  }
+
+  /** Sends the thread's waiting events unless a request of it is out (its answer sends them). */
+  #sendIfIdle(thread: string, q: ThreadQueue): void {
+    if (!q.inFlight) void this.#send(thread, q);
   }
 
   #takeBatch(q: ThreadQueue): Pending[] {
