@@ -490,6 +490,13 @@ test('flush() waits for what was handed over before it, not for events published
   await pub.flush();
   assert.equal((await after).eventId, 'e2');
   assert.equal(pub.queued, 0);
+
+  // Two closes at once: the second waits for the first's flush too.
+  const lingering = [3, 4].map((i) => pub.publish(chunk(thread, i)));
+  const closing = pub.close();
+  await pub.close();
+  assert.equal(pub.queued, 0, 'the second close() returned before the events were answered');
+  await Promise.all([closing, ...lingering]);
 });
 
 test('the long-poll transport follows the same cursor rules: exactly the matching events, live, run end', async () => {

@@ -103,15 +103,19 @@ class Publisher:
         # Bounded: publish() blocks while max_queued events wait (backpressure).
         self._queue: queue.Queue = queue.Queue(maxsize=max_queued)
         self._closed = False
+        # Held while checking _closed and queueing, so nothing is queued behind close()'s stop marker.
+        self._lock = threading.Lock()
         self._worker = threading.Thread(target=self._run, name="runstream-publisher", daemon=True)
         self._worker.start()
 
     def publish(self, event: Event) -> "Future[Ack]":
         """Queues one event (blocking while the queue is full); the Future resolves with its ack."""
-        if self._closed:
-            raise RunstreamError("closed", "the publisher is closed")
         fut: Future = Future()
-        self._queue.put((to_proto(event, self._ids), fut))
+        item = (to_proto(event, self._ids), fut)
+        with self._lock:
+            if self._closed:
+                raise RunstreamError("closed", "the publisher is closed")
+            self._queue.put(item)
         return fut
 
     def publish_many(self, events: Iterable[Event], timeout: float | None = None) -> list[Ack]:
@@ -127,17 +131,25 @@ class Publisher:
     def flush(self) -> None:
         """Waits until everything published so far is acknowledged or failed."""
         fut: Future = Future()
-        self._queue.put((None, fut))
-        fut.result()
+        with self._lock:
+            if not self._closed:
+                self._queue.put((None, fut))
+        if self._closed:
+            self._worker.join()  # closing answers everything, then the worker ends
+        else:
+            fut.result()
 
     def close(self) -> None:
-        if self._closed:
-            return
-        self.flush()
-        self._closed = True
-        self._queue.put(None)
+        """Refuses new events, answers every one published before, then closes. Idempotent: a
+        second call waits for the first."""
+        with self._lock:
+            first = not self._closed
+            self._closed = True
+            if first:
+                self._queue.put(None)  # behind every event queued: nothing can come after it
         self._worker.join()
-        self._channel.close()
+        if first:
+            self._channel.close()
 
     def __enter__(self) -> "Publisher":
         return self
@@ -163,6 +175,7 @@ class Publisher:
             if item is None:
                 return
             batch = [item]
+            stop = False
             deadline = time.monotonic() + self._linger_s
             while len(batch) < self._max_batch and batch[-1][0] is not None:
                 remaining = deadline - time.monotonic()
@@ -171,7 +184,7 @@ class Publisher:
                 except queue.Empty:
                     break
                 if nxt is None:
-                    self._queue.put(None)
+                    stop = True  # the last item: close() queues nothing after it
                     break
                 batch.append(nxt)
             events = [(m, f) for m, f in batch if m is not None]
@@ -186,6 +199,8 @@ class Publisher:
             for m, f in batch:
                 if m is None:
                     f.set_result(None)
+            if stop:
+                return
 
     def open_stream(self, on_cancel: Callable[[Cancel], None] | None = None) -> "PublishStream":
         return PublishStream(self._channel, self._token, on_cancel, self._ids, self.ack)
@@ -280,6 +295,7 @@ class AsyncPublisher:
         self._queue: asyncio.Queue | None = None
         self._worker: asyncio.Task | None = None
         self._closed = False
+        self._closing: asyncio.Task | None = None
         # enqueue calls past the closed check, waiting for room in the queue: close() answers them too.
         self._entering = 0
 
@@ -331,10 +347,14 @@ class AsyncPublisher:
         await fut
 
     async def close(self) -> None:
-        """Refuses new events, answers every one handed over before, then closes. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
+        """Refuses new events, answers every one handed over before, then closes. Idempotent: a
+        second call waits for the first."""
+        if self._closing is None:
+            self._closed = True
+            self._closing = asyncio.get_running_loop().create_task(self._shut_down())
+        await asyncio.shield(self._closing)
+
+    async def _shut_down(self) -> None:
         if self._queue is None:
             return
         await self.flush()

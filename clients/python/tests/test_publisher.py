@@ -1,4 +1,6 @@
 import asyncio
+import secrets
+import threading
 import time
 
 import pytest
@@ -110,6 +112,53 @@ def test_async_publisher_refuses_events_once_closing_and_never_reopens(grpc_targ
             await asyncio.wait_for(pub.publish(chunk(thread, 3)), 10)
         assert err.value.code == "closed"
         await pub.close()  # again: nothing to do
+
+    asyncio.run(main())
+
+
+def test_sync_publisher_close_races_publishers_and_flush_and_settles_everything(grpc_target):
+    """close() while threads publish into a full queue: every event either refused with `closed`
+    or answered, no thread left blocked; a second close() and a flush() after close return."""
+    for trial in range(10):
+        pub = Publisher(grpc_target, max_queued=2)
+        futures: list = []
+        lock = threading.Lock()
+
+        def produce(i: int) -> None:
+            for j in range(50):
+                try:
+                    f = pub.publish(chunk(f"pyc-{secrets.token_hex(3)}-{i}", j))
+                except RunstreamError as err:
+                    assert err.code == "closed"
+                    return
+                with lock:
+                    futures.append(f)
+
+        producers = [threading.Thread(target=produce, args=(i,), daemon=True) for i in range(8)]
+        for t in producers:
+            t.start()
+        closers = [threading.Thread(target=pub.close, daemon=True) for _ in range(2)]
+        for t in closers:
+            t.start()
+        for t in [*closers, *producers]:
+            t.join(30)
+            assert not t.is_alive(), f"trial {trial}: a thread is stuck"
+        assert all(f.done() for f in futures), f"trial {trial}: unanswered events"
+        flusher = threading.Thread(target=pub.flush, daemon=True)
+        flusher.start()
+        flusher.join(30)
+        assert not flusher.is_alive(), "flush() after close() hung"
+
+
+def test_async_publisher_second_close_waits_for_the_first(grpc_target, thread):
+    async def main():
+        pub = AsyncPublisher(grpc_target)
+        futures = [await pub.enqueue(chunk(thread, i)) for i in range(1, 51)]
+        first = asyncio.create_task(pub.close())
+        await asyncio.sleep(0)  # the first close has begun
+        await asyncio.wait_for(pub.close(), 30)
+        assert all(f.done() for f in futures), "the second close() returned before the events were answered"
+        await first
 
     asyncio.run(main())
 

@@ -222,6 +222,8 @@ export class Publisher implements AsyncDisposable {
   /** Flushes waiting for the events handed over before them (`upto`): `left` not yet settled. */
   #flushes: { upto: number; left: number; resolve: () => void }[] = [];
   #closed = false;
+  /** The close in progress or done: every `close()` waits for it. */
+  #closing: Promise<void> | undefined;
   readonly #abort = new AbortController();
   readonly #stream: StreamChannel | undefined;
   readonly #cancelListeners = new Map<string, Set<(c: CancelControl) => void>>();
@@ -314,10 +316,17 @@ export class Publisher implements AsyncDisposable {
     return () => set.delete(listener);
   }
 
-  /** Flushes, then closes the channel. Idempotent. */
-  async close(): Promise<void> {
-    if (this.#closed) return;
-    this.#closed = true;
+  /** Flushes, then closes the channel. Idempotent: a second call waits for the first. */
+  close(): Promise<void> {
+    if (this.#closing === undefined) {
+      if (this.#closed) return Promise.resolve(); // aborted
+      this.#closed = true;
+      this.#closing = this.#shutDown();
+    }
+    return this.#closing;
+  }
+
+  async #shutDown(): Promise<void> {
     await this.flush();
     this.#abort.abort();
     await this.#stream?.close();
