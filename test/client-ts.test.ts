@@ -499,6 +499,28 @@ test('flush() waits for what was handed over before it, not for events published
   await Promise.all([closing, ...lingering]);
 });
 
+test('onRetry hears every retry in unary mode as in streaming mode', async () => {
+  const target = `127.0.0.1:${await freePort()}`; // nothing listens there
+  for (const mode of ['unary', 'stream'] as const) {
+    const attempts: number[] = [];
+    const pub = new Publisher({
+      target,
+      mode,
+      retry: { initialDelayMs: 1, maxDelayMs: 5, maxAttempts: 3 },
+      onRetry: (err, attempt) => {
+        assert.equal(err.code, 'unavailable');
+        attempts.push(attempt);
+      },
+    });
+    await assert.rejects(
+      pub.publish(chunk('t-retry', 1)),
+      (e: Error & { code?: string }) => e.code === 'unavailable',
+    );
+    assert.deepEqual(attempts, [1, 2], mode);
+    pub.abort();
+  }
+});
+
 test('the long-poll transport follows the same cursor rules: exactly the matching events, live, run end', async () => {
   await using stack = await startStack();
   const thread = randomName('tsl-');

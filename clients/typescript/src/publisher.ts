@@ -497,7 +497,9 @@ export class Publisher implements AsyncDisposable {
         if (refresh) refreshed = true;
         else if (!RETRYABLE.has(e.code) || attempt + 1 >= maxAttempts || this.#abort.signal.aborted)
           throw toError(e);
-        await sleep(refresh ? 0 : backoffDelayMs(attempt, retry), this.#abort.signal);
+        const delayMs = refresh ? 0 : backoffDelayMs(attempt, retry);
+        if (!refresh) this.#opts.onRetry?.(toError(e), attempt + 1, delayMs);
+        await sleep(delayMs, this.#abort.signal);
       }
     }
   }
