@@ -499,8 +499,17 @@ test('flush() waits for what was handed over before it, not for events published
   await Promise.all([closing, ...lingering]);
 });
 
-test('onRetry hears every retry in unary mode as in streaming mode', async () => {
+test('onRetry hears every retry in unary mode as in streaming mode; many threads retrying at once raise no listener warning', async () => {
   const target = `127.0.0.1:${await freePort()}`; // nothing listens there
+  const warnings: string[] = [];
+  const onWarning = (w: Error) => warnings.push(w.name);
+  process.on('warning', onWarning);
+  const many = new Publisher({ target, retry: { initialDelayMs: 200, maxDelayMs: 200, maxAttempts: 2 } });
+  await Promise.allSettled(Array.from({ length: 20 }, (_, i) => many.publish(chunk(`t-many-${i}`, 1))));
+  many.abort();
+  await new Promise((r) => setImmediate(r));
+  process.off('warning', onWarning);
+  assert.deepEqual(warnings, [], 'twenty threads backing off at once');
   for (const mode of ['unary', 'stream'] as const) {
     const attempts: number[] = [];
     const pub = new Publisher({
@@ -519,6 +528,199 @@ test('onRetry hears every retry in unary mode as in streaming mode', async () =>
     assert.deepEqual(attempts, [1, 2], mode);
     pub.abort();
   }
+});
+
+test('a refused event fails alone: the events handed over with it are stored, in order, in both modes', async () => {
+  await using stack = await startStack();
+  for (const mode of ['unary', 'stream'] as const) {
+    const thread = randomName(`tsr-${mode}-`);
+    await using pub = new Publisher({ target: stack.grpcTarget, mode, lingerMs: 0 });
+    // One tick: one request of five, two of them refused by the broker.
+    const results = await Promise.allSettled([
+      pub.publish(chunk(thread, 1)),
+      pub.publish({ ...chunk(thread, 2), contentJson: '{nope' }),
+      pub.publish(chunk(thread, 3)),
+      pub.publish({ ...chunk(thread, 4), eventType: 'bad type' }),
+      pub.publish(chunk(thread, 5)),
+    ]);
+    assert.deepEqual(
+      results.map((r) =>
+        r.status === 'fulfilled' ? r.value.eventId : (r.reason as Error).message.split(':')[0],
+      ),
+      ['e1', 'content_json', 'e3', 'event_type', 'e5'],
+      mode,
+    );
+    assert.ok(
+      results.every(
+        (r) => r.status === 'fulfilled' || (r.reason as { code?: string }).code === 'invalid_argument',
+      ),
+    );
+    await waitFor(async () => (await threadRows(stack.db, thread)).length === 3, WAIT);
+    assert.deepEqual(
+      (await threadRows(stack.db, thread)).map((r) => [r.event_id, r.seq]),
+      [
+        ['e1', 1],
+        ['e3', 2],
+        ['e5', 3],
+      ],
+    );
+  }
+});
+
+test('an event no request can carry is refused, never retried: by the publisher, or by gRPC when its limit is set higher', async () => {
+  await using stack = await startStack();
+  const huge = JSON.stringify('x'.repeat(17 * 1024 * 1024)); // over the broker's 16 MiB requests
+  for (const mode of ['unary', 'stream'] as const) {
+    const thread = randomName(`tso-${mode}-`);
+    const retries: string[] = [];
+    const onRetry = (err: Error & { code?: string }) => retries.push(err.code ?? '');
+    await using pub = new Publisher({ target: stack.grpcTarget, mode, onRetry });
+    await assert.rejects(
+      pub.publish({ ...chunk(thread, 1), contentJson: huge }),
+      (e: Error & { code?: string }) => e.code === 'invalid_argument' && /^content_json: /.test(e.message),
+    );
+
+    // Told the broker takes more than it does: the broker's gRPC refuses the request as too large.
+    await using trusting = new Publisher({
+      target: stack.grpcTarget,
+      mode,
+      onRetry,
+      maxRequestBytes: 64 * 1024 * 1024,
+      retry: { initialDelayMs: 1, maxDelayMs: 5, maxAttempts: 3 },
+    });
+    await assert.rejects(
+      trusting.publish({ ...chunk(thread, 3), contentJson: huge }),
+      (e: Error & { code?: string }) => e.code === 'resource_exhausted' && /larger than max/.test(e.message),
+    );
+    assert.deepEqual(retries, [], `${mode}: a request too large was retried`);
+    assert.equal((await trusting.publish(chunk(`${thread}-a`, 2))).eventId, 'e2', 'the publisher goes on');
+    await waitFor(async () => (await threadRows(stack.db, `${thread}-a`)).length === 1, WAIT);
+    assert.equal((await threadRows(stack.db, thread)).length, 0);
+  }
+});
+
+/** The broker's count of ACCEPTED publish requests answered with `outcome`. */
+async function requestsAnswered(httpUrl: string, outcome: string): Promise<number> {
+  const key = `runstream_ingest_requests_total{ack="ACCEPTED",outcome="${outcome}"} `;
+  const text = await (await fetch(`${httpUrl}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(key));
+  return line === undefined ? 0 : Number(line.slice(key.length));
+}
+
+test('a refusal about a run fails all its events in one answer, in both modes; a lone refused event hears its field', async () => {
+  await using stack = await startStack();
+  for (const mode of ['unary', 'stream'] as const) {
+    const thread = randomName(`tsrun-${mode}-`);
+    await using pub = new Publisher({ target: stack.grpcTarget, mode });
+    const refused = await requestsAnswered(stack.httpUrl, 'invalid_argument');
+    const ok = await requestsAnswered(stack.httpUrl, 'ok');
+    const runs = ['run-1', 'bad run', 'run-1', 'bad run', 'bad run', 'run-1'];
+    const results = await Promise.allSettled(
+      runs.map((runId, i) => pub.publish(chunk(thread, i + 1, { runId }))),
+    );
+    assert.deepEqual(
+      results.map((r) =>
+        r.status === 'fulfilled' ? r.value.eventId : (r.reason as Error).message.split(':')[0],
+      ),
+      ['e1', 'run_id', 'e3', 'run_id', 'run_id', 'e6'],
+      mode,
+    );
+    // One request refused for the three (not one per event), one stored the other three.
+    assert.equal((await requestsAnswered(stack.httpUrl, 'invalid_argument')) - refused, 1, mode);
+    assert.equal((await requestsAnswered(stack.httpUrl, 'ok')) - ok, 1, mode);
+    await assert.rejects(
+      pub.publish(chunk(thread, 7, { eventType: 'bad type' })),
+      (e: Error & { code?: string }) => e.code === 'invalid_argument' && /^event_type: /.test(e.message),
+    );
+    await waitFor(async () => (await threadRows(stack.db, thread)).length === 3, WAIT);
+    assert.deepEqual(
+      (await threadRows(stack.db, thread)).map((r) => r.event_id),
+      ['e1', 'e3', 'e6'],
+    );
+  }
+});
+
+test("a request's events fit maxRequestBytes together: a broker taking 1 MiB stores six events of 200 KB handed over at once, in both modes", async () => {
+  await using stack = await startStack({ maxGrpcMessageBytes: 1024 * 1024 });
+  const content = JSON.stringify('\u00e9'.repeat(100_000)); // 200 KB in UTF-8, 100,002 characters
+  for (const mode of ['unary', 'stream'] as const) {
+    const thread = randomName(`tsbig-${mode}-`);
+    const retries: string[] = [];
+    await using pub = new Publisher({
+      target: stack.grpcTarget,
+      mode,
+      maxRequestBytes: 1024 * 1024,
+      onRetry: (err) => retries.push(err.code),
+      retry: { initialDelayMs: 1, maxDelayMs: 5, maxAttempts: 3 },
+    });
+    const acks = await Promise.all(
+      [1, 2, 3, 4, 5, 6].map((i) => pub.publish({ ...chunk(thread, i), contentJson: content })),
+    );
+    assert.deepEqual(
+      acks.map((a) => a.eventId),
+      ['e1', 'e2', 'e3', 'e4', 'e5', 'e6'],
+    );
+    assert.deepEqual(retries, [], mode);
+    await waitFor(async () => (await threadRows(stack.db, thread)).length === 6, WAIT);
+  }
+});
+
+test("a request over this client's own gRPC send limit is refused once, not retried, in both modes", async () => {
+  await using stack = await startStack();
+  for (const mode of ['unary', 'stream'] as const) {
+    const thread = randomName(`tssend-${mode}-`);
+    const retries: string[] = [];
+    await using pub = new Publisher({
+      target: stack.grpcTarget,
+      mode,
+      channelOptions: { 'grpc.max_send_message_length': 64 * 1024 },
+      onRetry: (err) => retries.push(err.code),
+      retry: { initialDelayMs: 1, maxDelayMs: 5, maxAttempts: 3 },
+    });
+    await assert.rejects(
+      pub.publish({ ...chunk(thread, 1), contentJson: JSON.stringify('x'.repeat(100_000)) }),
+      (e: Error & { code?: string }) => e.code === 'resource_exhausted',
+    );
+    assert.deepEqual(retries, [], mode);
+    assert.equal((await pub.publish(chunk(thread, 2))).eventId, 'e2', `${mode}: the publisher goes on`);
+  }
+});
+
+test('abort() while a refused event is answered: its batch-mates fail with closed, never sent on the closed channel', async () => {
+  await using stack = await startStack();
+  const thread = randomName('tsabort-');
+  const pub = new Publisher({ target: stack.grpcTarget });
+  const results = await Promise.allSettled([
+    pub.publish(chunk(thread, 1)),
+    pub.publish({ ...chunk(thread, 2), contentJson: '{nope' }).catch((e) => {
+      pub.abort();
+      throw e;
+    }),
+    pub.publish(chunk(thread, 3)),
+  ]);
+  assert.deepEqual(
+    results.map((r) => (r.status === 'rejected' ? (r.reason as { code?: string }).code : 'stored')),
+    ['closed', 'invalid_argument', 'closed'],
+  );
+  assert.equal(pub.queued, 0);
+});
+
+test('flushes resolve in the order they were called, each once its own events are answered', async () => {
+  await using stack = await startStack();
+  const thread = randomName('tsfo-');
+  await using pub = new Publisher({ target: stack.grpcTarget, lingerMs: 5_000 });
+  const order: string[] = [];
+  const a = pub.publish(chunk(`${thread}-a`, 1));
+  const f1 = pub.flush().then(() => order.push('f1'));
+  const b = [2, 3].map((i) => pub.publish(chunk(`${thread}-b`, i)));
+  const f2 = pub.flush().then(() => order.push('f2'));
+  const f3 = pub.flush().then(() => order.push('f3')); // nothing handed over since f2
+  const late = pub.publish(chunk(`${thread}-c`, 4)); // lingers: no flush waits for it
+  await Promise.all([f1, f2, f3, a, ...b]);
+  assert.deepEqual(order, ['f1', 'f2', 'f3']);
+  assert.equal(pub.queued, 1);
+  await pub.flush();
+  assert.equal((await late).eventId, 'e4');
 });
 
 test('the long-poll transport follows the same cursor rules: exactly the matching events, live, run end', async () => {

@@ -10,14 +10,20 @@
  * - **Order.** A thread has at most one request in flight; the next waits for its answer, so a
  *   retried batch lands before anything sent after it and a thread's seq order is publish order.
  * - **Retries** with exponential backoff and jitter on `UNAVAILABLE`, `DEADLINE_EXCEEDED`,
- *   `RESOURCE_EXHAUSTED`, `ABORTED`, `INTERNAL` and `UNKNOWN`; a refusal (`INVALID_ARGUMENT`,
- *   `PERMISSION_DENIED`, …) rejects that batch's promises.
+ *   `RESOURCE_EXHAUSTED` (but not a request over the broker's size limit), `ABORTED`, `INTERNAL`
+ *   and `UNKNOWN`. A refusal that names one event of a batch (`events[i].…`) rejects that
+ *   event alone (with the others of its run or thread when it is about `run_id` or `thread_id`)
+ *   and sends its batch-mates again (the broker stored none of a refused request); any other
+ *   refusal rejects the batch.
+ * - **Size.** An event over `maxRequestBytes` is rejected by `publish`, never sent, and a
+ *   request's events fit in it together.
  * - **Backpressure.** `await publisher.ready()` waits while `maxQueuedEvents` are unacknowledged.
  * - **Streaming mode** (`mode: "stream"`) pipelines requests on one `PublishStream`, reopened and
  *   replayed (same ids) after a failure, and hands the broker's cancel controls to `onControl` /
  *   {@link Publisher.onCancel}.
  */
 import { randomBytes } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
@@ -85,6 +91,11 @@ export interface PublisherOptions {
   maxBatchEvents?: number;
   /** Of content and metadata text. */
   maxBatchBytes?: number;
+  /**
+   * The broker's largest request (its `RS_MAX_GRPC_MESSAGE_BYTES`, 16 MiB by default): an event
+   * whose content and metadata would not fit one is refused by `publish` with `invalid_argument`.
+   */
+  maxRequestBytes?: number;
   /** `ready()` waits while this many events are unacknowledged. */
   maxQueuedEvents?: number;
   retry?: BackoffOptions & { maxAttempts?: number };
@@ -107,6 +118,13 @@ export const DEFAULT_MAX_BATCH_BYTES = 4 * 1024 * 1024;
 export const DEFAULT_MAX_QUEUED_EVENTS = 10_000;
 export const DEFAULT_DEADLINE_MS = 60_000;
 export const DEFAULT_MAX_ATTEMPTS = 20;
+export const DEFAULT_MAX_REQUEST_BYTES = 16 * 1024 * 1024;
+/**
+ * What an event takes in a request besides its content, metadata and short strings: field tags,
+ * lengths, the timestamp, the category, its own framing. And the request's (the ack level).
+ */
+const EVENT_FRAMING_BYTES = 128;
+const REQUEST_FRAMING_BYTES = 16;
 
 const RETRYABLE = new Set([
   grpc.status.UNAVAILABLE,
@@ -116,6 +134,62 @@ const RETRYABLE = new Set([
   grpc.status.INTERNAL,
   grpc.status.UNKNOWN,
 ]);
+
+/**
+ * A request over a gRPC size limit, with RESOURCE_EXHAUSTED: a server's (grpc-js and gRPC core:
+ * `… larger than max (<size> vs. <limit>)`) or this client's `grpc.max_send_message_length`
+ * (`Attempted to send message with a size larger than <limit>`). Sending it again cannot
+ * succeed, unlike the broker's in-flight budget.
+ */
+const TOO_LARGE = /larger than max \((\d+) vs\.? (\d+)\)|send message with a size larger than (\d+)/;
+
+function retryable(e: grpc.ServiceError): boolean {
+  return (
+    RETRYABLE.has(e.code) && !(e.code === grpc.status.RESOURCE_EXHAUSTED && TOO_LARGE.test(e.details ?? ''))
+  );
+}
+
+/**
+ * The events of a request that a refusal is about, when it names one (the broker's
+ * `events[i].<field>: …` or `events[i]: …`): that one, and when the field is `thread_id` or
+ * `run_id`, every event with the same value (the same refusal awaits them).
+ */
+function refusedEvents(err: unknown, events: readonly RawEvent[]): Set<number> | undefined {
+  if (!(err instanceof RunstreamError)) return undefined;
+  if (err.code !== 'invalid_argument' && err.code !== 'permission_denied') return undefined;
+  const m = REFUSED_EVENT.exec(err.message);
+  const i = m ? Number(m[1]) : Number.NaN;
+  const named = events[i];
+  if (named === undefined) return undefined;
+  const field = m?.[2] === '.' ? /^\w+/.exec(err.message.slice(m[0].length))?.[0] : undefined;
+  if (field !== 'thread_id' && field !== 'run_id') return new Set([i]);
+  const refused = new Set<number>();
+  events.forEach((e, j) => {
+    if (e[field] === named[field]) refused.add(j);
+  });
+  return refused;
+}
+
+/** A refusal naming one event: `events[i].<field>: …` or `events[i]: …`, after `request <n>: ` on a stream. */
+const REFUSED_EVENT = /^(?:request \d+: )?events\[(\d+)\](\.|(?=: ))/;
+
+/** An upper bound of the bytes an event's framing and short strings take in a request. */
+function framingBytes(e: RawEvent): number {
+  const short =
+    e.thread_id.length +
+    e.run_id.length +
+    e.event_type.length +
+    e.category_name.length +
+    e.event_id.length +
+    e.user_id.length +
+    (e.created_at_text?.length ?? 0);
+  return short * 3 + EVENT_FRAMING_BYTES;
+}
+
+/** The bytes an event takes in a request, at most, with its content and metadata counted. */
+function exactWireBytes(e: RawEvent): number {
+  return Buffer.byteLength(e.content_json) + Buffer.byteLength(e.metadata_json) + framingBytes(e);
+}
 
 /** The enum of the three known categories; any other goes by name only. */
 const GRPC_CATEGORY: ReadonlyMap<string, string> = new Map([
@@ -168,9 +242,21 @@ interface Pending {
   event: RawEvent;
   /** Its place in publish order (1, 2, …): a flush waits for those up to its own. */
   n: number;
+  /** Characters of content and metadata (what `maxBatchBytes` counts). */
   bytes: number;
+  /** Bytes it takes in a request, at most: exact once counted ({@link Pending.exact}). */
+  wire: number;
+  exact: boolean;
   resolve: (a: EventAck) => void;
   reject: (e: Error) => void;
+}
+
+interface Flush {
+  /** The last event handed over before the flush. */
+  upto: number;
+  /** Its events not yet settled: those after the previous flush's `upto`. */
+  left: number;
+  resolve: () => void;
 }
 
 interface ThreadQueue {
@@ -184,11 +270,11 @@ interface ThreadQueue {
 
 const PROTO_DIR = fileURLToPath(new URL('../proto/', import.meta.url));
 let ingestCtor:
-  | (new (
+  | ((new (
       target: string,
       creds: grpc.ChannelCredentials,
       opts?: grpc.ChannelOptions,
-    ) => RawIngest)
+    ) => RawIngest) & { service: grpc.ServiceDefinition })
   | undefined;
 
 function loadIngest(): NonNullable<typeof ingestCtor> {
@@ -219,8 +305,13 @@ export class Publisher implements AsyncDisposable {
   #spaceWaiters: (() => void)[] = [];
   /** Events handed over so far: the last one's `n`. */
   #handed = 0;
-  /** Flushes waiting for the events handed over before them (`upto`): `left` not yet settled. */
-  #flushes: { upto: number; left: number; resolve: () => void }[] = [];
+  /**
+   * Flushes, in call order (so `upto`, the last event handed over before each, ascends). A flush
+   * waits for its own and every earlier one's events; `left` counts the unsettled events after
+   * the previous flush's `upto`, so an event settling touches one flush, found by bisection, and
+   * flushes resolve in order.
+   */
+  #flushes: Flush[] = [];
   #closed = false;
   /** The close in progress or done: every `close()` waits for it. */
   #closing: Promise<void> | undefined;
@@ -237,10 +328,15 @@ export class Publisher implements AsyncDisposable {
       ...opts.channelOptions,
     });
     this.#idPrefix = opts.idPrefix ?? `ev-${randomBytes(6).toString('hex')}`;
+    // Every retry's backoff listens on the signal: many threads may wait at once.
+    setMaxListeners(0, this.#abort.signal);
     if (opts.mode === 'stream') {
+      const method = Ingest.service.PublishStream as grpc.MethodDefinition<RawRequest, RawResponse>;
+      const serialize = method.requestSerialize;
       this.#stream = new StreamChannel(
         () => this.#metadata(),
         (md) => this.#client.PublishStream(md),
+        (req) => serialize(req).length,
         (c) => this.#dispatchControl(c),
         opts.retry ?? {},
         this.#abort.signal,
@@ -268,13 +364,15 @@ export class Publisher implements AsyncDisposable {
       return Promise.reject(err);
     }
     const bytes = event.content_json.length + event.metadata_json.length;
+    const size = this.#wireSize(event, bytes);
+    if (size instanceof RunstreamError) return Promise.reject(size);
     return new Promise<EventAck>((resolve, reject) => {
       let q = this.#threads.get(event.thread_id);
       if (q === undefined) {
         q = { pending: [], bytes: 0, timer: undefined, soon: false, inFlight: false };
         this.#threads.set(event.thread_id, q);
       }
-      q.pending.push({ event, n: ++this.#handed, bytes, resolve, reject });
+      q.pending.push({ event, n: ++this.#handed, bytes, ...size, resolve, reject });
       q.bytes += bytes;
       this.#queued++;
       this.#schedule(event.thread_id, q);
@@ -304,7 +402,11 @@ export class Publisher implements AsyncDisposable {
     }
     // Every event not yet settled was handed over before this call.
     if (this.#queued === 0) return Promise.resolve();
-    return new Promise((resolve) => this.#flushes.push({ upto: this.#handed, left: this.#queued, resolve }));
+    let earlier = 0;
+    for (const f of this.#flushes) earlier += f.left;
+    return new Promise((resolve) =>
+      this.#flushes.push({ upto: this.#handed, left: this.#queued - earlier, resolve }),
+    );
   }
 
   /** Streaming mode: calls `listener` on each cancel for this run; returns the function that removes it. */
@@ -341,7 +443,7 @@ export class Publisher implements AsyncDisposable {
     this.#closed = true;
     if (this.#abort.signal.aborted) return;
     this.#abort.abort();
-    const closed = new RunstreamError('closed', 'the publisher was aborted');
+    const closed = abortedError();
     for (const q of this.#threads.values()) {
       if (q.timer !== undefined) clearTimeout(q.timer);
       q.timer = undefined;
@@ -384,6 +486,27 @@ export class Publisher implements AsyncDisposable {
     return raw;
   }
 
+  /** The most bytes `event` takes in a request, or the refusal of an event no request can carry. */
+  #wireSize(event: RawEvent, chars: number): { wire: number; exact: boolean } | RunstreamError {
+    const max = this.#requestBudget();
+    // A UTF-16 code unit is at most 3 bytes of UTF-8: most events need no count.
+    const bound = chars * 3 + framingBytes(event);
+    if (bound <= max) return { wire: bound, exact: false };
+    const wire = exactWireBytes(event);
+    if (wire <= max) return { wire, exact: true };
+    const field = event.content_json.length >= event.metadata_json.length ? 'content_json' : 'metadata_json';
+    return new RunstreamError(
+      'invalid_argument',
+      `${field}: the event takes ${wire} bytes, more than a request of the broker carries ` +
+        `(maxRequestBytes=${this.#opts.maxRequestBytes ?? DEFAULT_MAX_REQUEST_BYTES})`,
+    );
+  }
+
+  /** What a request's events may take together. */
+  #requestBudget(): number {
+    return (this.#opts.maxRequestBytes ?? DEFAULT_MAX_REQUEST_BYTES) - REQUEST_FRAMING_BYTES;
+  }
+
   #schedule(thread: string, q: ThreadQueue): void {
     if (q.inFlight) return;
     const full =
@@ -424,13 +547,20 @@ export class Publisher implements AsyncDisposable {
   #takeBatch(q: ThreadQueue): Pending[] {
     const maxEvents = this.#opts.maxBatchEvents ?? DEFAULT_MAX_BATCH_EVENTS;
     const maxBytes = this.#opts.maxBatchBytes ?? DEFAULT_MAX_BATCH_BYTES;
+    const budget = this.#requestBudget();
     let n = 0;
     let bytes = 0;
-    while (n < q.pending.length && n < maxEvents) {
-      const b = q.pending[n]?.bytes ?? 0;
-      if (n > 0 && bytes + b > maxBytes) break;
-      bytes += b;
-      n++;
+    let wire = 0;
+    for (; n < q.pending.length && n < maxEvents; n++) {
+      const p = q.pending[n] as Pending;
+      if (n > 0 && bytes + p.bytes > maxBytes) break;
+      if (n > 0 && wire + p.wire > budget && !p.exact) {
+        p.wire = exactWireBytes(p.event); // the bound was too coarse to decide: count
+        p.exact = true;
+      }
+      if (n > 0 && wire + p.wire > budget) break;
+      bytes += p.bytes;
+      wire += p.wire;
     }
     q.bytes -= bytes;
     return q.pending.splice(0, n);
@@ -439,7 +569,7 @@ export class Publisher implements AsyncDisposable {
   async #send(thread: string, q: ThreadQueue): Promise<void> {
     if (q.pending.length === 0) return;
     q.inFlight = true;
-    const batch = this.#takeBatch(q);
+    let batch = this.#takeBatch(q);
     const req: RawRequest = { events: batch.map((p) => p.event), ack: this.#opts.ack ?? 'ACCEPTED' };
     try {
       const acks = await this.#deliver(req);
@@ -457,7 +587,23 @@ export class Publisher implements AsyncDisposable {
           });
       });
     } catch (err) {
-      for (const p of batch) p.reject(err as Error);
+      const refused = refusedEvents(err, req.events);
+      if (refused === undefined) {
+        for (const p of batch) p.reject(err as Error);
+      } else {
+        // The broker refused these events and stored none: the others go again, first in line.
+        const alone = aloneError(err as RunstreamError);
+        const again = batch.filter((_p, i) => !refused.has(i));
+        for (const i of refused) (batch[i] as Pending).reject(alone);
+        if (this.#abort.signal.aborted) {
+          const closed = abortedError();
+          for (const p of again) p.reject(closed);
+        } else {
+          q.pending.unshift(...again);
+          for (const p of again) q.bytes += p.bytes;
+          batch = batch.filter((_p, i) => refused.has(i));
+        }
+      }
     } finally {
       q.inFlight = false;
       this.#settled(batch);
@@ -469,13 +615,22 @@ export class Publisher implements AsyncDisposable {
   /** `events` were acknowledged or failed: wakes the flushes waiting for them, and `ready()`. */
   #settled(events: readonly Pending[]): void {
     this.#queued -= events.length;
-    if (this.#flushes.length > 0) {
-      for (const f of this.#flushes) for (const p of events) if (p.n <= f.upto) f.left--;
-      const done = this.#flushes.filter((f) => f.left <= 0);
-      if (done.length > 0) {
-        this.#flushes = this.#flushes.filter((f) => f.left > 0);
-        for (const f of done) f.resolve();
+    const flushes = this.#flushes;
+    if (flushes.length > 0) {
+      for (const p of events) {
+        // The first flush with upto >= p.n: p is among its events (none if p came after all).
+        let lo = 0;
+        let hi = flushes.length;
+        while (lo < hi) {
+          const mid = (lo + hi) >>> 1;
+          if ((flushes[mid] as Flush).upto < p.n) lo = mid + 1;
+          else hi = mid;
+        }
+        if (lo < flushes.length) (flushes[lo] as Flush).left--;
       }
+      let done = 0;
+      while (done < flushes.length && (flushes[done] as Flush).left <= 0) done++;
+      for (const f of flushes.splice(0, done)) f.resolve();
     }
     const max = this.#opts.maxQueuedEvents ?? DEFAULT_MAX_QUEUED_EVENTS;
     while (this.#queued < max && this.#spaceWaiters.length > 0) this.#spaceWaiters.shift()?.();
@@ -491,12 +646,12 @@ export class Publisher implements AsyncDisposable {
       try {
         return await this.#unary(req);
       } catch (err) {
+        if (err instanceof RunstreamError) throw err;
         const e = err as grpc.ServiceError;
         const refresh =
           e.code === grpc.status.UNAUTHENTICATED && this.#opts.getToken !== undefined && !refreshed;
         if (refresh) refreshed = true;
-        else if (!RETRYABLE.has(e.code) || attempt + 1 >= maxAttempts || this.#abort.signal.aborted)
-          throw toError(e);
+        else if (!retryable(e) || attempt + 1 >= maxAttempts || this.#abort.signal.aborted) throw toError(e);
         const delayMs = refresh ? 0 : backoffDelayMs(attempt, retry);
         if (!refresh) this.#opts.onRetry?.(toError(e), attempt + 1, delayMs);
         await sleep(delayMs, this.#abort.signal);
@@ -506,6 +661,8 @@ export class Publisher implements AsyncDisposable {
 
   async #unary(req: RawRequest): Promise<RawAck[]> {
     const md = await this.#metadata();
+    // Aborted meanwhile: the channel is closed, and grpc-js would throw a bare Error.
+    if (this.#abort.signal.aborted) throw abortedError();
     const deadline = Date.now() + (this.#opts.deadlineMs ?? DEFAULT_DEADLINE_MS);
     return new Promise((resolve, reject) => {
       this.#client.Publish(req, md, { deadline }, (err, res) =>
@@ -525,6 +682,19 @@ export class Publisher implements AsyncDisposable {
     this.#opts.onControl?.(c);
     for (const l of this.#cancelListeners.get(`${c.threadId}\u0000${c.runId}`) ?? []) l(c);
   }
+}
+
+function abortedError(): RunstreamError {
+  return new RunstreamError('closed', 'the publisher was aborted');
+}
+
+/**
+ * A refusal naming an event of a batch ({@link REFUSED_EVENT}), as the error of that event alone:
+ * `<field>: …`, or `event: …` when it names no field.
+ */
+function aloneError(err: RunstreamError): RunstreamError {
+  const message = err.message.replace(REFUSED_EVENT, (_all, _i, dot) => (dot === '.' ? '' : 'event'));
+  return new RunstreamError(err.code, message, { cause: err });
 }
 
 function toError(e: grpc.ServiceError): RunstreamError {
@@ -553,6 +723,8 @@ class StreamChannel {
   constructor(
     readonly metadata: () => Promise<grpc.Metadata>,
     readonly open: (md: grpc.Metadata) => grpc.ClientDuplexStream<RawRequest, RawResponse>,
+    /** A request's size on the wire, to find the one a size limit refused. */
+    readonly sizeOf: (req: RawRequest) => number,
     readonly onControl: (c: CancelControl) => void,
     readonly retry: BackoffOptions & { maxAttempts?: number },
     readonly signal: AbortSignal,
@@ -636,9 +808,11 @@ class StreamChannel {
       return;
     }
     const maxAttempts = this.retry.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
-    if (!RETRYABLE.has(err.code) && err.code !== grpc.status.CANCELLED) {
-      // The broker refused the first unanswered request; the ones after it may not have been read.
-      this.#unanswered.shift()?.reject(toError(err));
+    if (!retryable(err) && err.code !== grpc.status.CANCELLED) {
+      // The broker refused the first unanswered request (the ones after it may not have been
+      // read), or gRPC one too large, which need not be the first.
+      const [refused] = this.#unanswered.splice(this.#tooLarge(err), 1);
+      refused?.reject(toError(err));
     } else if (++this.#attempt >= maxAttempts) {
       for (const r of this.#unanswered.splice(0)) r.reject(toError(err));
       return;
@@ -650,6 +824,20 @@ class StreamChannel {
     if (this.signal.aborted) return;
     if (!this.#call) await this.#ensureOpen();
     this.#watch(true);
+  }
+
+  /** Which unanswered request a size refusal (`larger than max (<size> vs. <limit>)`) is about; 0 if none. */
+  #tooLarge(err: grpc.ServiceError): number {
+    const m = TOO_LARGE.exec(err.details ?? '');
+    if (err.code !== grpc.status.RESOURCE_EXHAUSTED || !m) return 0;
+    const sizes = this.#unanswered.map((r) => this.sizeOf(r.req));
+    const exact = m[1] === undefined ? -1 : sizes.indexOf(Number(m[1]));
+    if (exact >= 0) return exact;
+    const limit = Number(m[2] ?? m[3]);
+    return Math.max(
+      0,
+      sizes.findIndex((n) => n > limit),
+    );
   }
 
   /** Cancels the call and rejects every unanswered request. */
