@@ -5,17 +5,22 @@ was out) go together, at most ``max_batch_events`` per request, in the order the
 over (one request at a time, so every thread's seq order is publish order). No timer holds an
 event back unless ``linger_ms`` (default 0) asks an event to wait that long for others. Every
 event's ``event_id`` is fixed before its first send, and a failed request is resent with the
-same ids, so a retry is never stored twice. ``open_stream`` gives a ``PublishStream`` call that hands the broker's cancel
-controls to a callback and matches acks to requests around them.
+same ids, so a retry is never stored twice. A refusal naming one event of a batch (``events[i].…``)
+fails that event alone (with those of its thread or run when it is about ``thread_id`` / ``run_id``),
+and the rest are sent again (the broker stored nothing of a refused request). A request takes the
+events that fit ``max_request_bytes`` (the broker's ``RS_MAX_GRPC_MESSAGE_BYTES``) together, and an
+event too large for any request is refused when handed over. ``open_stream`` gives a ``PublishStream`` call that hands the broker's
+cancel controls to a callback and matches acks to requests around them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import queue
+import re
 import threading
 import time
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from typing import Callable, Iterable
 
 import grpc
@@ -42,6 +47,11 @@ DEFAULT_LINGER_MS = 0
 DEFAULT_MAX_BATCH_EVENTS = 500
 DEFAULT_MAX_ATTEMPTS = 20
 DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_MAX_REQUEST_BYTES = 16 * 1024 * 1024
+# What a request carries besides the events: the ack level, framing.
+_REQUEST_ENVELOPE_BYTES = 64
+# What an event takes in a request besides its own bytes: its field tag and length.
+_EVENT_FRAMING_BYTES = 6
 
 RETRYABLE = {
     grpc.StatusCode.UNAVAILABLE,
@@ -55,6 +65,93 @@ RETRYABLE = {
 _CHANNEL_OPTIONS = [("grpc.enable_http_proxy", 0), ("grpc.max_send_message_length", 64 * 1024 * 1024)]
 
 
+# A request over a gRPC size limit, in gRPC's words: sending it again cannot succeed.
+_TOO_LARGE = re.compile(r"larger than max \(\d+ vs\.? \d+\)")
+# A refusal naming one event of a request: ``events[i].<field>: …`` or ``events[i]: …`` (after
+# ``request <n>: `` on a stream).
+_REFUSED_EVENT = re.compile(r"^(?:request \d+: )?events\[(\d+)\](\.|(?=: ))")
+_FIELD = re.compile(r"\w+")
+
+OnRetry = Callable[[RunstreamError, int, float], None]
+
+
+def _retryable(err: grpc.RpcError) -> bool:
+    code = err.code()
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED and _TOO_LARGE.search(err.details() or ""):
+        return False
+    return code in RETRYABLE
+
+
+def _refused(err: Exception, msgs: list[pb.Event]) -> set[int] | None:
+    """The events of a request that a refusal is about, when it names one: that one, and when the
+    field is ``thread_id`` or ``run_id``, every event with the same value (the same refusal awaits them)."""
+    if not isinstance(err, RunstreamError) or err.code not in ("invalid_argument", "permission_denied"):
+        return None
+    m = _REFUSED_EVENT.match(err.message)
+    i = int(m.group(1)) if m else len(msgs)
+    if i >= len(msgs):
+        return None
+    field = _FIELD.match(err.message, m.end()) if m.group(2) == "." else None
+    name = field.group(0) if field else ""
+    if name not in ("thread_id", "run_id"):
+        return {i}
+    value = getattr(msgs[i], name)
+    return {j for j, msg in enumerate(msgs) if getattr(msg, name) == value}
+
+
+def _alone(err: RunstreamError) -> RunstreamError:
+    """A refusal naming an event of a request, as that event's own error: ``<field>: …``, or
+    ``event: …`` when it names no field."""
+    return RunstreamError(err.code, _REFUSED_EVENT.sub(lambda m: "" if m.group(2) == "." else "event", err.message, count=1))
+
+
+def _wire(msg: pb.Event | None) -> int:
+    """The bytes an event takes in a request (0 for a flush marker)."""
+    return 0 if msg is None else msg.ByteSize() + _EVENT_FRAMING_BYTES
+
+
+def _check_size(msg: pb.Event, max_bytes: int) -> pb.Event:
+    size = msg.ByteSize() + _REQUEST_ENVELOPE_BYTES
+    if size > max_bytes:
+        field = "content_json" if len(msg.content_json) >= len(msg.metadata_json) else "metadata_json"
+        raise RunstreamError(
+            "invalid_argument",
+            f"{field}: the event is {size} bytes, more than a request of the broker may be "
+            f"(max_request_bytes={max_bytes})",
+        )
+    return msg
+
+
+def _answer(fut, result=None, error: BaseException | None = None) -> None:
+    """Settles a caller's future, unless the caller cancelled it (then nobody is waiting)."""
+    try:
+        if error is None:
+            fut.set_result(result)
+        else:
+            fut.set_exception(error)
+    except (InvalidStateError, asyncio.InvalidStateError):
+        pass
+
+
+def _settle(events: list, outcome: list[Ack] | Exception) -> bool:
+    """Answers the waiters of one request's ``outcome``. False when the broker refused some events
+    of ``events`` by name: those are answered and taken out, and the rest must go again."""
+    if not isinstance(outcome, Exception):
+        for (_, f), a in zip(events, outcome):
+            _answer(f, a)
+        return True
+    refused = _refused(outcome, [m for m, _ in events])
+    if refused is None:
+        for _, f in events:
+            _answer(f, error=outcome)
+        return True
+    alone = _alone(outcome)
+    for i in refused:
+        _answer(events[i][1], error=alone)
+    events[:] = [e for i, e in enumerate(events) if i not in refused]
+    return not events
+
+
 def _error(err: grpc.RpcError) -> RunstreamError:
     code = err.code()
     return RunstreamError(code.name.lower() if code else "unknown", err.details() or str(err))
@@ -64,10 +161,18 @@ def _metadata(token: str | None) -> tuple:
     return (("authorization", f"Bearer {token}"),) if token else ()
 
 
-def _request(events: list[pb.Event], ack: str) -> pb.PublishRequest:
+def _request(events: list[pb.Event], ack: str, max_bytes: int) -> pb.PublishRequest:
     if ack not in ACK_LEVELS:
         raise RunstreamError("invalid_argument", f"ack: must be ACCEPTED or PERSISTED (got {ack!r})")
-    return pb.PublishRequest(events=events, ack=ACK_LEVELS[ack])
+    req = pb.PublishRequest(events=events, ack=ACK_LEVELS[ack])
+    size = req.ByteSize()
+    if size > max_bytes:
+        raise RunstreamError(
+            "invalid_argument",
+            f"events: the request takes {size} bytes, more than a request of the broker may be "
+            f"(max_request_bytes={max_bytes}); send fewer events in it",
+        )
+    return req
 
 
 class Publisher:
@@ -87,6 +192,8 @@ class Publisher:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         max_queued: int = 10_000,
         id_prefix: str | None = None,
+        max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+        on_retry: OnRetry | None = None,
     ):
         self._channel = grpc.insecure_channel(target, options=_CHANNEL_OPTIONS)
         self._publish = self._channel.unary_unary(
@@ -100,18 +207,23 @@ class Publisher:
         self._delays = (initial_delay_s, max_delay_s)
         self._timeout_s = timeout_s
         self._ids = _IdSource(id_prefix) if id_prefix else _IdSource()
+        self._max_request_bytes = max_request_bytes
+        self._on_retry = on_retry
         # Bounded: publish() blocks while max_queued events wait (backpressure).
         self._queue: queue.Queue = queue.Queue(maxsize=max_queued)
         self._closed = False
         # Held while checking _closed and queueing, so nothing is queued behind close()'s stop marker.
         self._lock = threading.Lock()
+        # publish_batch() calls in flight: close() waits for them before it closes the channel.
+        self._batches = 0
+        self._no_batches = threading.Condition(self._lock)
         self._worker = threading.Thread(target=self._run, name="runstream-publisher", daemon=True)
         self._worker.start()
 
     def publish(self, event: Event) -> "Future[Ack]":
         """Queues one event (blocking while the queue is full); the Future resolves with its ack."""
         fut: Future = Future()
-        item = (to_proto(event, self._ids), fut)
+        item = (_check_size(to_proto(event, self._ids), self._max_request_bytes), fut)
         with self._lock:
             if self._closed:
                 raise RunstreamError("closed", "the publisher is closed")
@@ -124,9 +236,18 @@ class Publisher:
         return [f.result(timeout) for f in futures]
 
     def publish_batch(self, events: list[Event], ack: str | None = None) -> list[Ack]:
-        """One request now, bypassing the linger; retried with the same ids."""
-        msgs = [to_proto(e, self._ids) for e in events]
-        return self._deliver(msgs, ack or self.ack)
+        """One request now, bypassing the linger; retried with the same ids. A refusal fails it whole."""
+        msgs = [_check_size(to_proto(e, self._ids), self._max_request_bytes) for e in events]
+        with self._lock:
+            if self._closed:
+                raise RunstreamError("closed", "the publisher is closed")
+            self._batches += 1
+        try:
+            return self._deliver(msgs, ack or self.ack)
+        finally:
+            with self._lock:
+                self._batches -= 1
+                self._no_batches.notify_all()
 
     def flush(self) -> None:
         """Waits until everything published so far is acknowledged or failed."""
@@ -148,6 +269,8 @@ class Publisher:
             if first:
                 self._queue.put(None)  # behind every event queued: nothing can come after it
         self._worker.join()
+        with self._lock:
+            self._no_batches.wait_for(lambda: self._batches == 0)
         if first:
             self._channel.close()
 
@@ -158,23 +281,28 @@ class Publisher:
         self.close()
 
     def _deliver(self, msgs: list[pb.Event], ack: str) -> list[Ack]:
-        req = _request(msgs, ack)
+        req = _request(msgs, ack, self._max_request_bytes)
         for attempt in range(self._max_attempts):
             try:
                 res = self._publish(req, timeout=self._timeout_s, metadata=_metadata(self._token))
                 return [ack_of(a) for a in res.acks]
             except grpc.RpcError as err:
-                if err.code() not in RETRYABLE or attempt + 1 >= self._max_attempts:
+                if not _retryable(err) or attempt + 1 >= self._max_attempts:
                     raise _error(err) from None
-                time.sleep(backoff_delay(attempt, *self._delays))
+                delay = backoff_delay(attempt, *self._delays)
+                if self._on_retry:
+                    self._on_retry(_error(err), attempt + 1, delay)
+                time.sleep(delay)
         raise RunstreamError("unavailable", "out of attempts")
 
     def _run(self) -> None:
+        carry = None  # an event that did not fit the previous request: it starts the next
         while True:
-            item = self._queue.get()
+            item, carry = (carry, None) if carry is not None else (self._queue.get(), None)
             if item is None:
                 return
             batch = [item]
+            size = _wire(item[0])
             stop = False
             deadline = time.monotonic() + self._linger_s
             while len(batch) < self._max_batch and batch[-1][0] is not None:
@@ -186,30 +314,33 @@ class Publisher:
                 if nxt is None:
                     stop = True  # the last item: close() queues nothing after it
                     break
+                size += _wire(nxt[0])
+                if size > self._max_request_bytes - _REQUEST_ENVELOPE_BYTES:
+                    carry = nxt
+                    break
                 batch.append(nxt)
             events = [(m, f) for m, f in batch if m is not None]
-            if events:
+            while events:
                 try:
-                    acks = self._deliver([m for m, _ in events], self.ack)
-                    for (_, f), a in zip(events, acks):
-                        f.set_result(a)
+                    outcome = self._deliver([m for m, _ in events], self.ack)
                 except Exception as err:  # noqa: BLE001 - every waiter hears why
-                    for _, f in events:
-                        f.set_exception(err)
+                    outcome = err
+                if _settle(events, outcome):
+                    break
             for m, f in batch:
                 if m is None:
-                    f.set_result(None)
+                    _answer(f)
             if stop:
                 return
 
     def open_stream(self, on_cancel: Callable[[Cancel], None] | None = None) -> "PublishStream":
-        return PublishStream(self._channel, self._token, on_cancel, self._ids, self.ack)
+        return PublishStream(self._channel, self._token, on_cancel, self._ids, self.ack, self._max_request_bytes)
 
 
 class PublishStream:
     """A ``PublishStream`` call: ``send`` returns the acks of its request; cancels go to ``on_cancel``."""
 
-    def __init__(self, channel, token, on_cancel, ids: _IdSource, ack: str):
+    def __init__(self, channel, token, on_cancel, ids: _IdSource, ack: str, max_request_bytes: int):
         call = channel.stream_stream(
             PUBLISH_STREAM,
             request_serializer=pb.PublishRequest.SerializeToString,
@@ -220,16 +351,21 @@ class PublishStream:
         self._lock = threading.Lock()
         self._ids = ids
         self.ack = ack
+        self._max_request_bytes = max_request_bytes
         self.on_cancel = on_cancel
         self.cancels: list[Cancel] = []
+        # Why the call ended, once it has: later sends fail with it at once.
+        self._ended: RunstreamError | None = None
         self._call = call(iter(self._requests.get, None), metadata=_metadata(token))
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
     def send(self, events: list[Event], timeout: float | None = None) -> list[Ack]:
         fut: Future = Future()
-        req = _request([to_proto(e, self._ids) for e in events], self.ack)
+        req = _request([to_proto(e, self._ids) for e in events], self.ack, self._max_request_bytes)
         with self._lock:
+            if self._ended is not None:
+                raise RunstreamError(self._ended.code, self._ended.message)
             self._waiting.append(fut)
             self._requests.put(req)
         return fut.result(timeout)
@@ -246,12 +382,15 @@ class PublishStream:
                 with self._lock:
                     fut = self._waiting.pop(0) if self._waiting else None
                 if fut:
-                    fut.set_result([ack_of(a) for a in res.acks])
+                    _answer(fut, [ack_of(a) for a in res.acks])
+            ended = RunstreamError("unavailable", "the broker ended the stream")
         except grpc.RpcError as err:
-            with self._lock:
-                waiting, self._waiting = self._waiting, []
-            for f in waiting:
-                f.set_exception(_error(err))
+            ended = _error(err)
+        with self._lock:
+            self._ended = ended
+            waiting, self._waiting = self._waiting, []
+        for f in waiting:
+            _answer(f, error=ended)
 
     def cancel(self) -> None:
         """Cancels the call (the broker stops reading it)."""
@@ -280,6 +419,8 @@ class AsyncPublisher:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         max_queued: int = 10_000,
         id_prefix: str | None = None,
+        max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+        on_retry: OnRetry | None = None,
     ):
         self._target = target
         self._token = token
@@ -291,6 +432,8 @@ class AsyncPublisher:
         self._timeout_s = timeout_s
         self._max_queued = max_queued
         self._ids = _IdSource(id_prefix) if id_prefix else _IdSource()
+        self._max_request_bytes = max_request_bytes
+        self._on_retry = on_retry
         self._channel: grpc.aio.Channel | None = None
         self._queue: asyncio.Queue | None = None
         self._worker: asyncio.Task | None = None
@@ -298,6 +441,8 @@ class AsyncPublisher:
         self._closing: asyncio.Task | None = None
         # enqueue calls past the closed check, waiting for room in the queue: close() answers them too.
         self._entering = 0
+        # publish_batch() calls in flight: close() waits for them before it closes the channel.
+        self._batches: set[asyncio.Future] = set()
 
     def _ensure(self) -> asyncio.Queue:
         if self._queue is None:
@@ -318,11 +463,12 @@ class AsyncPublisher:
         """Queues one event (waiting while the queue is full) and returns the future of its ack."""
         if self._closed:
             raise RunstreamError("closed", "the publisher is closed")
+        msg = _check_size(to_proto(event, self._ids), self._max_request_bytes)
         q = self._ensure()
         fut = asyncio.get_running_loop().create_future()
         self._entering += 1
         try:
-            await q.put((to_proto(event, self._ids), fut))
+            await q.put((msg, fut))
         finally:
             self._entering -= 1
         return fut
@@ -334,8 +480,15 @@ class AsyncPublisher:
     async def publish_batch(self, events: list[Event], ack: str | None = None) -> list[Ack]:
         if self._closed:
             raise RunstreamError("closed", "the publisher is closed")
+        msgs = [_check_size(to_proto(e, self._ids), self._max_request_bytes) for e in events]
         self._ensure()
-        return await self._deliver([to_proto(e, self._ids) for e in events], ack or self.ack)
+        done = asyncio.get_running_loop().create_future()
+        self._batches.add(done)
+        try:
+            return await self._deliver(msgs, ack or self.ack)
+        finally:
+            self._batches.discard(done)
+            done.set_result(None)
 
     async def flush(self) -> None:
         """Waits until everything handed over before it is acknowledged or failed."""
@@ -361,6 +514,9 @@ class AsyncPublisher:
         # Callers that passed the closed check while the queue was full put their events after it.
         while self._entering > 0 or not self._queue.empty():
             await self.flush()
+        # A publish_batch() in flight would be cancelled by closing the channel under it.
+        while self._batches:
+            await asyncio.gather(*self._batches)
         if self._worker:
             self._worker.cancel()
         if self._channel:
@@ -374,53 +530,65 @@ class AsyncPublisher:
         await self.close()
 
     async def _deliver(self, msgs: list[pb.Event], ack: str) -> list[Ack]:
-        req = _request(msgs, ack)
+        req = _request(msgs, ack, self._max_request_bytes)
         for attempt in range(self._max_attempts):
             try:
                 res = await self._publish(req, timeout=self._timeout_s, metadata=_metadata(self._token))
                 return [ack_of(a) for a in res.acks]
             except grpc.aio.AioRpcError as err:
-                if err.code() not in RETRYABLE or attempt + 1 >= self._max_attempts:
+                if not _retryable(err) or attempt + 1 >= self._max_attempts:
                     raise _error(err) from None
-                await asyncio.sleep(backoff_delay(attempt, *self._delays))
+                delay = backoff_delay(attempt, *self._delays)
+                if self._on_retry:
+                    self._on_retry(_error(err), attempt + 1, delay)
+                await asyncio.sleep(delay)
         raise RunstreamError("unavailable", "out of attempts")
 
     async def _run(self) -> None:
         q = self._queue
         assert q is not None
+        carry = None  # an event that did not fit the previous request: it starts the next
         while True:
-            batch = [await q.get()]
+            batch, carry = [carry if carry is not None else await q.get()], None
+            size = _wire(batch[0][0])
             loop = asyncio.get_running_loop()
             deadline = loop.time() + self._linger_s
             while len(batch) < self._max_batch and batch[-1][0] is not None:
                 remaining = deadline - loop.time()
                 try:
                     # Past the linger, what is queued already (wait_for(get, 0) would take nothing).
-                    batch.append(q.get_nowait() if remaining <= 0 else await asyncio.wait_for(q.get(), remaining))
+                    nxt = q.get_nowait() if remaining <= 0 else await asyncio.wait_for(q.get(), remaining)
                 except (asyncio.TimeoutError, asyncio.QueueEmpty):
                     break
+                size += _wire(nxt[0])
+                if size > self._max_request_bytes - _REQUEST_ENVELOPE_BYTES:
+                    carry = nxt
+                    break
+                batch.append(nxt)
             events = [(m, f) for m, f in batch if m is not None]
-            if events:
+            while events:
                 try:
-                    acks = await self._deliver([m for m, _ in events], self.ack)
-                    for (_, f), a in zip(events, acks):
-                        f.set_result(a)
+                    outcome = await self._deliver([m for m, _ in events], self.ack)
                 except Exception as err:  # noqa: BLE001 - every waiter hears why
-                    for _, f in events:
-                        f.set_exception(err)
+                    outcome = err
+                if _settle(events, outcome):
+                    break
             for m, f in batch:
                 if m is None:
-                    f.set_result(None)
+                    _answer(f)
 
     def open_stream(self, on_cancel: Callable[[Cancel], None] | None = None) -> "AsyncPublishStream":
         self._ensure()
-        return AsyncPublishStream(self._channel, self._token, on_cancel, self._ids, self.ack)
+        return AsyncPublishStream(self._channel, self._token, on_cancel, self._ids, self.ack, self._max_request_bytes)
 
 
 class AsyncPublishStream:
-    """The asyncio ``PublishStream``: ``await send(events)`` returns its acks; cancels go to ``on_cancel``."""
+    """The asyncio ``PublishStream``: ``await send(events)`` returns its acks; cancels go to ``on_cancel``.
 
-    def __init__(self, channel, token, on_cancel, ids: _IdSource, ack: str):
+    Requests are written by a task of the stream's, in order, so a caller that stops waiting (its
+    task cancelled) neither takes its request back nor cancels the call."""
+
+    def __init__(self, channel, token, on_cancel, ids: _IdSource, ack: str, max_request_bytes: int):
         stub = channel.stream_stream(
             PUBLISH_STREAM,
             request_serializer=pb.PublishRequest.SerializeToString,
@@ -429,18 +597,41 @@ class AsyncPublishStream:
         self._call = stub(metadata=_metadata(token))
         self._ids = ids
         self.ack = ack
+        self._max_request_bytes = max_request_bytes
         self.on_cancel = on_cancel
         self.cancels: list[Cancel] = []
         self._waiting: list[asyncio.Future] = []
-        self._reader = asyncio.get_running_loop().create_task(self._read())
+        self._outbox: asyncio.Queue = asyncio.Queue()
+        # Why the call ended, once it has: later sends fail with it at once.
+        self._ended: RunstreamError | None = None
+        self._closed = False
+        loop = asyncio.get_running_loop()
+        self._reader = loop.create_task(self._read())
+        self._writer = loop.create_task(self._write())
 
     async def send(self, events: list[Event]) -> list[Ack]:
+        req = _request([to_proto(e, self._ids) for e in events], self.ack, self._max_request_bytes)
+        if self._closed:
+            raise RunstreamError("closed", "the stream is closed")
+        if self._ended is not None:
+            raise RunstreamError(self._ended.code, self._ended.message)
         fut = asyncio.get_running_loop().create_future()
         self._waiting.append(fut)
-        await self._call.write(_request([to_proto(e, self._ids) for e in events], self.ack))
+        self._outbox.put_nowait(req)
         return await fut
 
+    async def _write(self) -> None:
+        while (req := await self._outbox.get()) is not None:
+            try:
+                await self._call.write(req)
+            except (grpc.aio.AioRpcError, asyncio.InvalidStateError, asyncio.CancelledError):
+                if not self._call.done():
+                    raise
+                return  # the call ended: _read answers every waiting request with why
+        await self._call.done_writing()
+
     async def _read(self) -> None:
+        ended = RunstreamError("unavailable", "the broker ended the stream")
         try:
             while True:
                 res = await self._call.read()
@@ -453,15 +644,25 @@ class AsyncPublishStream:
                         self.on_cancel(c)
                     continue
                 if self._waiting:
-                    self._waiting.pop(0).set_result([ack_of(a) for a in res.acks])
+                    _answer(self._waiting.pop(0), [ack_of(a) for a in res.acks])
         except grpc.aio.AioRpcError as err:
+            ended = _error(err)
+        except asyncio.CancelledError:
+            if not self._call.cancelled():
+                raise  # this task was cancelled, not the call
+            ended = RunstreamError("cancelled", "the stream was cancelled")
+        finally:
+            self._ended = ended
             waiting, self._waiting = self._waiting, []
             for f in waiting:
-                f.set_exception(_error(err))
+                _answer(f, error=ended)
 
     def cancel(self) -> None:
         self._call.cancel()
 
     async def close(self) -> None:
-        await self._call.done_writing()
-        await self._reader
+        """Half-closes once every request sent is written, and waits for the broker's answers."""
+        if not self._closed:
+            self._closed = True
+            self._outbox.put_nowait(None)
+        await asyncio.gather(self._writer, self._reader, return_exceptions=True)

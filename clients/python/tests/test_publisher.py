@@ -2,6 +2,7 @@ import asyncio
 import secrets
 import threading
 import time
+import urllib.request
 
 import pytest
 
@@ -176,3 +177,205 @@ def test_sync_stream_hands_back_cancels(grpc_target, http_url, thread):
         [b] = stream.send([Event(thread, "run-x", "run_end", "lifecycle", {"status": "cancelled"}, event_id="x2")])
         assert b.seq == 3
         stream.close()
+
+
+def _stored(http_url, thread, n):
+    for _ in range(400):
+        events = HistoryClient(http_url).list_events(thread, limit=100)["events"]
+        if len(events) >= n:
+            return events
+        time.sleep(0.05)
+    return events
+
+
+def test_a_refused_event_fails_alone_and_its_batch_mates_are_stored(grpc_target, http_url, thread):
+    """Two bad events among five handed over together: those two fail with their own field named,
+    the other three are stored in order (once, the whole batch failed with the first refusal)."""
+
+    def check(results, t):
+        assert [r.event_id if not isinstance(r, Exception) else r.message.split(":")[0] for r in results] == [
+            "e1",
+            "content_json",
+            "e3",
+            "event_type",
+            "e5",
+        ]
+        assert all(r.code == "invalid_argument" for r in results if isinstance(r, Exception))
+        assert [(e["event_id"], e["seq"]) for e in _stored(http_url, t, 3)] == [("e1", 1), ("e3", 2), ("e5", 3)]
+
+    def batch(t):
+        return [
+            chunk(t, 1),
+            Event(t, "run-1", "ai_chunk", "message", content_json="{nope", event_id="e2"),
+            chunk(t, 3),
+            chunk(t, 4, event_type="bad type"),
+            chunk(t, 5),
+        ]
+
+    # Sync: the linger keeps the five in one request.
+    with Publisher(grpc_target, linger_ms=300) as pub:
+        futures = [pub.publish(e) for e in batch(thread)]
+        check([f.exception(30) or f.result() for f in futures], thread)
+
+    async def main():
+        async with AsyncPublisher(grpc_target) as pub:
+            futures = [await pub.enqueue(e) for e in batch(f"{thread}-a")]  # queued before the worker runs
+            return await asyncio.gather(*futures, return_exceptions=True)
+
+    check(asyncio.run(main()), f"{thread}-a")
+
+
+def test_an_event_no_request_can_carry_is_refused_and_never_retried(grpc_target, http_url, thread):
+    huge = '"' + "x" * (17 * 1024 * 1024) + '"'  # over the broker's 16 MiB requests
+    retries: list = []
+
+    def on_retry(err, attempt, delay):
+        retries.append(err.code)
+
+    with Publisher(grpc_target, on_retry=on_retry) as pub:
+        with pytest.raises(RunstreamError) as err:
+            pub.publish(Event(thread, "run-1", "ai_chunk", "message", content_json=huge))
+        assert err.value.code == "invalid_argument" and err.value.message.startswith("content_json: ")
+    # Told the broker takes more than it does: its gRPC refuses the request as too large, once.
+    with Publisher(grpc_target, on_retry=on_retry, max_request_bytes=64 << 20, max_attempts=3, initial_delay_s=0.001) as pub:
+        with pytest.raises(RunstreamError) as err:
+            pub.publish(Event(thread, "run-1", "ai_chunk", "message", content_json=huge)).result(60)
+        assert err.value.code == "resource_exhausted" and "larger than max" in err.value.message
+
+    async def main():
+        async with AsyncPublisher(
+            grpc_target, on_retry=on_retry, max_request_bytes=64 << 20, max_attempts=3, initial_delay_s=0.001
+        ) as pub:
+            with pytest.raises(RunstreamError) as err:
+                await pub.publish_batch([Event(thread, "run-1", "ai_chunk", "message", content_json=huge)])
+            assert err.value.code == "resource_exhausted"
+            return await pub.publish(chunk(thread, 1))
+
+    assert asyncio.run(main()).event_id == "e1"
+    assert retries == []
+    assert [e["event_id"] for e in _stored(http_url, thread, 1)] == ["e1"]
+
+
+def test_async_close_waits_for_a_publish_batch_in_flight(grpc_target, http_url, thread):
+    """close() used to close the channel under a publish_batch() in flight: its caller got
+    CancelledError although the batch was stored."""
+
+    async def main():
+        pub = AsyncPublisher(grpc_target, ack="PERSISTED")
+        batch = asyncio.create_task(pub.publish_batch([chunk(thread, i) for i in range(1, 501)]))
+        await asyncio.sleep(0)  # the request is out
+        await pub.close()
+        return await batch
+
+    acks = asyncio.run(main())
+    assert [a.seq for a in acks] == list(range(1, 501))
+
+
+def test_a_caller_that_stops_waiting_does_not_stop_the_publisher(grpc_target, thread):
+    """A publish() whose caller was cancelled left a cancelled future that the worker then tried
+    to answer: InvalidStateError ended the worker, and every later publish() waited forever."""
+
+    async def main():
+        pub = AsyncPublisher(grpc_target, linger_ms=50)
+        try:
+            waiting = asyncio.create_task(pub.publish(chunk(thread, 1)))
+            await asyncio.sleep(0.01)  # queued, lingering
+            waiting.cancel()
+            return await asyncio.wait_for(pub.publish(chunk(thread, 2)), 30)
+        finally:
+            await asyncio.wait_for(pub.close(), 30)
+
+    assert asyncio.run(main()).event_id == "e2"
+    with Publisher(grpc_target, linger_ms=50) as pub:
+        first = pub.publish(chunk(f"{thread}-s", 1))
+        first.cancel()
+        assert pub.publish(chunk(f"{thread}-s", 2)).result(30).event_id == "e2"
+
+
+def _requests(http_url, outcome):
+    """The broker's count of ACCEPTED publish requests answered with ``outcome``."""
+    key = f'runstream_ingest_requests_total{{ack="ACCEPTED",outcome="{outcome}"}} '
+    with urllib.request.urlopen(f"{http_url}/metrics", timeout=10) as res:
+        lines = res.read().decode().splitlines()
+    return next((float(line[len(key) :]) for line in lines if line.startswith(key)), 0.0)
+
+
+def test_a_refusal_about_a_run_fails_all_its_events_at_once_and_a_lone_event_hears_its_field(grpc_target, http_url, thread):
+    """Three of six events handed over together are for a run_id the broker refuses: one refusal
+    answers all three (it used to take one request per event), the other three are stored."""
+    runs = ["run-1", "bad run", "run-1", "bad run", "bad run", "run-1"]
+    refused, ok = _requests(http_url, "invalid_argument"), _requests(http_url, "ok")
+    with Publisher(grpc_target, linger_ms=300) as pub:
+        futures = [pub.publish(chunk(thread, i, run_id=r)) for i, r in enumerate(runs, 1)]
+        results = [f.exception(30) or f.result() for f in futures]
+        assert [r.event_id if not isinstance(r, Exception) else r.message.split(":")[0] for r in results] == [
+            "e1", "run_id", "e3", "run_id", "run_id", "e6"
+        ]
+        assert _requests(http_url, "invalid_argument") - refused == 1
+        assert _requests(http_url, "ok") - ok == 1
+        # Alone in its request, a refused event hears the same words.
+        with pytest.raises(RunstreamError) as err:
+            pub.publish(chunk(thread, 7, event_type="bad type")).result(30)
+        assert err.value.message.startswith("event_type: ")
+    assert [(e["event_id"], e["seq"]) for e in _stored(http_url, thread, 3)] == [("e1", 1), ("e3", 2), ("e6", 3)]
+
+
+def test_requests_never_exceed_max_request_bytes(grpc_target, http_url, thread):
+    """Six events of 200 KB handed over together, with requests of at most 1 MiB: two requests
+    (five, then one), where one request of 1.2 MB would be refused by a broker of that limit."""
+    big = '"' + "x" * 200_000 + '"'
+    ok = _requests(http_url, "ok")
+    with Publisher(grpc_target, linger_ms=300, max_request_bytes=1 << 20) as pub:
+        futures = [pub.publish(Event(thread, "run-1", "ai_chunk", "message", content_json=big, event_id=f"e{i}")) for i in range(1, 7)]
+        assert [f.result(30).seq for f in futures] == [0] * 6  # ACCEPTED
+        assert _requests(http_url, "ok") - ok == 2
+        with pytest.raises(RunstreamError) as err:
+            pub.publish_batch([Event(thread, "run-1", "ai_chunk", "message", content_json=big)] * 6)
+        assert err.value.code == "invalid_argument" and err.value.message.startswith("events: ")
+
+    async def main():
+        async with AsyncPublisher(grpc_target, linger_ms=300, max_request_bytes=1 << 20) as pub:
+            before = _requests(http_url, "ok")
+            futures = [await pub.enqueue(Event(f"{thread}-a", "run-1", "ai_chunk", "message", content_json=big)) for _ in range(6)]
+            await asyncio.gather(*futures)
+            return _requests(http_url, "ok") - before
+
+    assert asyncio.run(main()) == 2
+    assert len(_stored(http_url, thread, 6)) == 6
+
+
+def test_an_async_stream_outlives_a_caller_that_stops_waiting(grpc_target, http_url, thread):
+    """Cancelling a send() cancelled the whole call (grpc.aio does so when a write is cancelled),
+    or left its future to be answered later, which ended the reader: every later send() waited
+    forever. The cancelled request is still sent."""
+
+    async def main():
+        async with AsyncPublisher(grpc_target) as pub:
+            stream = pub.open_stream()
+            try:
+                waiting = asyncio.create_task(stream.send([chunk(thread, 1)]))
+                await asyncio.sleep(0)
+                waiting.cancel()
+                acks = await asyncio.wait_for(stream.send([chunk(thread, 2)]), 30)
+            finally:
+                await asyncio.wait_for(stream.close(), 30)
+            ended = pub.open_stream()
+            ended.cancel()
+            with pytest.raises(RunstreamError) as err:  # at once, not never
+                await asyncio.wait_for(ended.send([chunk(thread, 3)]), 30)
+            assert err.value.code == "cancelled"
+            return acks
+
+    assert [a.event_id for a in asyncio.run(main())] == ["e2"]
+    assert [e["event_id"] for e in _stored(http_url, thread, 2)] == ["e1", "e2"]
+
+
+def test_a_sync_stream_that_ended_fails_later_sends_at_once(grpc_target, thread):
+    with Publisher(grpc_target) as pub:
+        stream = pub.open_stream()
+        assert [a.event_id for a in stream.send([chunk(thread, 1)], timeout=30)] == ["e1"]
+        stream.cancel()
+        stream._reader.join(30)
+        with pytest.raises(RunstreamError) as err:
+            stream.send([chunk(thread, 2)], timeout=30)
+        assert err.value.code == "cancelled"
