@@ -632,10 +632,21 @@ test('a refusal about a run fails all its events in one answer, in both modes; a
       pub.publish(chunk(thread, 7, { eventType: 'bad type' })),
       (e: Error & { code?: string }) => e.code === 'invalid_argument' && /^event_type: /.test(e.message),
     );
-    await waitFor(async () => (await threadRows(stack.db, thread)).length === 3, WAIT);
+    // Any field judged by its value: a bad event type shared by three of five events.
+    const types = ['ai_chunk', 'bad type', 'bad type', 'ai_chunk', 'bad type'];
+    const before = await requestsAnswered(stack.httpUrl, 'invalid_argument');
+    const typed = await Promise.allSettled(
+      types.map((eventType, i) => pub.publish(chunk(thread, i + 8, { eventType }))),
+    );
+    assert.deepEqual(
+      typed.map((r) => r.status),
+      types.map((t) => (t === 'bad type' ? 'rejected' : 'fulfilled')),
+    );
+    assert.equal((await requestsAnswered(stack.httpUrl, 'invalid_argument')) - before, 1, mode);
+    await waitFor(async () => (await threadRows(stack.db, thread)).length === 5, WAIT);
     assert.deepEqual(
       (await threadRows(stack.db, thread)).map((r) => r.event_id),
-      ['e1', 'e3', 'e6'],
+      ['e1', 'e3', 'e6', 'e8', 'e11'],
     );
   }
 });
@@ -665,7 +676,7 @@ test("a request's events fit maxRequestBytes together: a broker taking 1 MiB sto
   }
 });
 
-test("a request over this client's own gRPC send limit is refused once, not retried, in both modes", async () => {
+test("an event over this client's own gRPC send limit is refused by publish(), never sent or retried, in both modes", async () => {
   await using stack = await startStack();
   for (const mode of ['unary', 'stream'] as const) {
     const thread = randomName(`tssend-${mode}-`);
@@ -679,7 +690,8 @@ test("a request over this client's own gRPC send limit is refused once, not retr
     });
     await assert.rejects(
       pub.publish({ ...chunk(thread, 1), contentJson: JSON.stringify('x'.repeat(100_000)) }),
-      (e: Error & { code?: string }) => e.code === 'resource_exhausted',
+      (e: Error & { code?: string }) =>
+        e.code === 'invalid_argument' && /maxRequestBytes=65536/.test(e.message),
     );
     assert.deepEqual(retries, [], mode);
     assert.equal((await pub.publish(chunk(thread, 2))).eventId, 'e2', `${mode}: the publisher goes on`);

@@ -6,7 +6,7 @@ over (one request at a time, so every thread's seq order is publish order). No t
 event back unless ``linger_ms`` (default 0) asks an event to wait that long for others. Every
 event's ``event_id`` is fixed before its first send, and a failed request is resent with the
 same ids, so a retry is never stored twice. A refusal naming one event of a batch (``events[i].…``)
-fails that event alone (with those of its thread or run when it is about ``thread_id`` / ``run_id``),
+fails that event alone (with those of the same value when the field is judged by value, as ``run_id``),
 and the rest are sent again (the broker stored nothing of a refused request). A request takes the
 events that fit ``max_request_bytes`` (the broker's ``RS_MAX_GRPC_MESSAGE_BYTES``) together, and an
 event too large for any request is refused when handed over. ``open_stream`` gives a ``PublishStream`` call that hands the broker's
@@ -62,7 +62,11 @@ RETRYABLE = {
     grpc.StatusCode.UNKNOWN,
 }
 
-_CHANNEL_OPTIONS = [("grpc.enable_http_proxy", 0), ("grpc.max_send_message_length", 64 * 1024 * 1024)]
+_MAX_SEND_BYTES = 64 * 1024 * 1024
+_CHANNEL_OPTIONS = [("grpc.enable_http_proxy", 0), ("grpc.max_send_message_length", _MAX_SEND_BYTES)]
+# The fields the broker judges by their value alone (and the token): a refusal about one of them
+# awaits every event with the same value.
+_VALUE_CHECKED = {"thread_id", "run_id", "user_id", "event_type", "category_name", "content_json", "metadata_json", "created_at_text"}
 
 
 # A request over a gRPC size limit, in gRPC's words: sending it again cannot succeed.
@@ -84,7 +88,7 @@ def _retryable(err: grpc.RpcError) -> bool:
 
 def _refused(err: Exception, msgs: list[pb.Event]) -> set[int] | None:
     """The events of a request that a refusal is about, when it names one: that one, and when the
-    field is ``thread_id`` or ``run_id``, every event with the same value (the same refusal awaits them)."""
+    field is judged by its value alone (``_VALUE_CHECKED``), every event with the same value."""
     if not isinstance(err, RunstreamError) or err.code not in ("invalid_argument", "permission_denied"):
         return None
     m = _REFUSED_EVENT.match(err.message)
@@ -93,7 +97,7 @@ def _refused(err: Exception, msgs: list[pb.Event]) -> set[int] | None:
         return None
     field = _FIELD.match(err.message, m.end()) if m.group(2) == "." else None
     name = field.group(0) if field else ""
-    if name not in ("thread_id", "run_id"):
+    if name not in _VALUE_CHECKED:
         return {i}
     value = getattr(msgs[i], name)
     return {j for j, msg in enumerate(msgs) if getattr(msg, name) == value}
@@ -137,8 +141,11 @@ def _settle(events: list, outcome: list[Ack] | Exception) -> bool:
     """Answers the waiters of one request's ``outcome``. False when the broker refused some events
     of ``events`` by name: those are answered and taken out, and the rest must go again."""
     if not isinstance(outcome, Exception):
-        for (_, f), a in zip(events, outcome):
-            _answer(f, a)
+        for k, (_, f) in enumerate(events):
+            if k < len(outcome):
+                _answer(f, outcome[k])
+            else:
+                _answer(f, error=RunstreamError("internal", "the broker answered with fewer acks than events"))
         return True
     refused = _refused(outcome, [m for m, _ in events])
     if refused is None:
@@ -207,7 +214,7 @@ class Publisher:
         self._delays = (initial_delay_s, max_delay_s)
         self._timeout_s = timeout_s
         self._ids = _IdSource(id_prefix) if id_prefix else _IdSource()
-        self._max_request_bytes = max_request_bytes
+        self._max_request_bytes = min(max_request_bytes, _MAX_SEND_BYTES)
         self._on_retry = on_retry
         # Bounded: publish() blocks while max_queued events wait (backpressure).
         self._queue: queue.Queue = queue.Queue(maxsize=max_queued)
@@ -371,6 +378,7 @@ class PublishStream:
         return fut.result(timeout)
 
     def _read(self) -> None:
+        ended = RunstreamError("unavailable", "the broker ended the stream")
         try:
             for res in self._call:
                 if res.HasField("control"):
@@ -383,14 +391,14 @@ class PublishStream:
                     fut = self._waiting.pop(0) if self._waiting else None
                 if fut:
                     _answer(fut, [ack_of(a) for a in res.acks])
-            ended = RunstreamError("unavailable", "the broker ended the stream")
         except grpc.RpcError as err:
             ended = _error(err)
-        with self._lock:
-            self._ended = ended
-            waiting, self._waiting = self._waiting, []
-        for f in waiting:
-            _answer(f, error=ended)
+        finally:  # also when on_cancel raised: nobody else would answer
+            with self._lock:
+                self._ended = ended
+                waiting, self._waiting = self._waiting, []
+            for f in waiting:
+                _answer(f, error=ended)
 
     def cancel(self) -> None:
         """Cancels the call (the broker stops reading it)."""
@@ -432,7 +440,7 @@ class AsyncPublisher:
         self._timeout_s = timeout_s
         self._max_queued = max_queued
         self._ids = _IdSource(id_prefix) if id_prefix else _IdSource()
-        self._max_request_bytes = max_request_bytes
+        self._max_request_bytes = min(max_request_bytes, _MAX_SEND_BYTES)
         self._on_retry = on_retry
         self._channel: grpc.aio.Channel | None = None
         self._queue: asyncio.Queue | None = None
@@ -656,6 +664,8 @@ class AsyncPublishStream:
             waiting, self._waiting = self._waiting, []
             for f in waiting:
                 _answer(f, error=ended)
+            if self._call.done():
+                self._writer.cancel()  # nothing more can be written (a write may wait forever)
 
     def cancel(self) -> None:
         self._call.cancel()

@@ -379,3 +379,58 @@ def test_a_sync_stream_that_ended_fails_later_sends_at_once(grpc_target, thread)
         with pytest.raises(RunstreamError) as err:
             stream.send([chunk(thread, 2)], timeout=30)
         assert err.value.code == "cancelled"
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_stream_whose_on_cancel_raises_answers_its_sends(grpc_target, http_url, thread):
+    """An on_cancel that raised ended the sync stream's reader without answering anyone: every
+    later send() waited forever."""
+    with Publisher(grpc_target, ack="PERSISTED") as pub:
+        called = threading.Event()
+
+        def on_cancel(c):
+            called.set()
+            raise RuntimeError("the caller's bug")
+
+        stream = pub.open_stream(on_cancel=on_cancel)
+        stream.send([Event(thread, "run-x", "run_start", "lifecycle", {}, event_id="x1")], timeout=30)
+        HistoryClient(http_url).cancel_run(thread, "run-x")
+        assert called.wait(60)
+        stream._reader.join(30)
+        with pytest.raises(RunstreamError):
+            stream.send([chunk(thread, 2)], timeout=30)
+        stream.cancel()
+
+
+def test_an_async_stream_cancelled_before_it_connected_closes(thread):
+    """cancel() before the call had sent its headers left the writer waiting for them forever,
+    and close() with it."""
+
+    async def main():
+        import socket
+
+        with socket.socket() as silent:  # takes connections and never speaks: the call stays connecting
+            silent.bind(("127.0.0.1", 0))
+            silent.listen(8)
+            pub = AsyncPublisher(f"127.0.0.1:{silent.getsockname()[1]}")
+            stream = pub.open_stream()
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(stream.send([chunk(thread, 1)])), 0.5)
+            stream.cancel()
+            await asyncio.wait_for(stream.close(), 10)
+            await asyncio.wait_for(pub.close(), 10)
+
+    asyncio.run(main())
+
+
+def test_a_refusal_by_value_fails_every_event_of_that_value_in_one_answer(grpc_target, http_url, thread):
+    """A user-scoped field left out, a bad event type shared by many events: one refusal answers
+    all of them (it used to take one request per event, each resending the rest)."""
+    refused, ok = _requests(http_url, "invalid_argument"), _requests(http_url, "ok")
+    with Publisher(grpc_target, linger_ms=300) as pub:
+        types = ["ai_chunk", "bad type", "ai_chunk", "bad type", "bad type", "ai_chunk"]
+        futures = [pub.publish(chunk(thread, i, event_type=t)) for i, t in enumerate(types, 1)]
+        results = [f.exception(30) or f.result() for f in futures]
+    assert [isinstance(r, Exception) for r in results] == [t == "bad type" for t in types]
+    assert _requests(http_url, "invalid_argument") - refused == 1
+    assert _requests(http_url, "ok") - ok == 1

@@ -12,7 +12,7 @@
  * - **Retries** with exponential backoff and jitter on `UNAVAILABLE`, `DEADLINE_EXCEEDED`,
  *   `RESOURCE_EXHAUSTED` (but not a request over the broker's size limit), `ABORTED`, `INTERNAL`
  *   and `UNKNOWN`. A refusal that names one event of a batch (`events[i].…`) rejects that
- *   event alone (with the others of its run or thread when it is about `run_id` or `thread_id`)
+ *   event alone (with those of the same value when the field is judged by value, as `run_id`)
  *   and sends its batch-mates again (the broker stored none of a refused request); any other
  *   refusal rejects the batch.
  * - **Size.** An event over `maxRequestBytes` is rejected by `publish`, never sent, and a
@@ -150,9 +150,25 @@ function retryable(e: grpc.ServiceError): boolean {
 }
 
 /**
+ * The fields the broker judges by their value alone (and the token): a refusal about one of them
+ * awaits every event with the same value.
+ */
+const VALUE_CHECKED = new Set([
+  'thread_id',
+  'run_id',
+  'user_id',
+  'event_type',
+  'category_name',
+  'content_json',
+  'metadata_json',
+  'created_at_text',
+] as const);
+type ValueChecked = typeof VALUE_CHECKED extends Set<infer F> ? F : never;
+
+/**
  * The events of a request that a refusal is about, when it names one (the broker's
- * `events[i].<field>: …` or `events[i]: …`): that one, and when the field is `thread_id` or
- * `run_id`, every event with the same value (the same refusal awaits them).
+ * `events[i].<field>: …` or `events[i]: …`): that one, and when the field is judged by its value
+ * alone ({@link VALUE_CHECKED}), every event with the same value (the same refusal awaits them).
  */
 function refusedEvents(err: unknown, events: readonly RawEvent[]): Set<number> | undefined {
   if (!(err instanceof RunstreamError)) return undefined;
@@ -162,10 +178,11 @@ function refusedEvents(err: unknown, events: readonly RawEvent[]): Set<number> |
   const named = events[i];
   if (named === undefined) return undefined;
   const field = m?.[2] === '.' ? /^\w+/.exec(err.message.slice(m[0].length))?.[0] : undefined;
-  if (field !== 'thread_id' && field !== 'run_id') return new Set([i]);
+  if (!VALUE_CHECKED.has(field as ValueChecked)) return new Set([i]);
+  const key = field as ValueChecked;
   const refused = new Set<number>();
   events.forEach((e, j) => {
-    if (e[field] === named[field]) refused.add(j);
+    if (e[key] === named[key]) refused.add(j);
   });
   return refused;
 }
@@ -316,17 +333,25 @@ export class Publisher implements AsyncDisposable {
   /** The close in progress or done: every `close()` waits for it. */
   #closing: Promise<void> | undefined;
   readonly #abort = new AbortController();
+  readonly #maxRequestBytes: number;
   readonly #stream: StreamChannel | undefined;
   readonly #cancelListeners = new Map<string, Set<(c: CancelControl) => void>>();
 
   constructor(opts: PublisherOptions) {
     this.#opts = opts;
     const Ingest = loadIngest();
-    this.#client = new Ingest(opts.target, grpc.credentials.createInsecure(), {
+    const channelOptions: grpc.ChannelOptions = {
       'grpc.max_send_message_length': 64 * 1024 * 1024,
       'grpc.enable_http_proxy': 0,
       ...opts.channelOptions,
-    });
+    };
+    this.#client = new Ingest(opts.target, grpc.credentials.createInsecure(), channelOptions);
+    // The smaller of the broker's limit and this channel's own (-1: none).
+    const send = Number(channelOptions['grpc.max_send_message_length']);
+    this.#maxRequestBytes = Math.min(
+      opts.maxRequestBytes ?? DEFAULT_MAX_REQUEST_BYTES,
+      send >= 0 ? send : Number.POSITIVE_INFINITY,
+    );
     this.#idPrefix = opts.idPrefix ?? `ev-${randomBytes(6).toString('hex')}`;
     // Every retry's backoff listens on the signal: many threads may wait at once.
     setMaxListeners(0, this.#abort.signal);
@@ -498,13 +523,13 @@ export class Publisher implements AsyncDisposable {
     return new RunstreamError(
       'invalid_argument',
       `${field}: the event takes ${wire} bytes, more than a request of the broker carries ` +
-        `(maxRequestBytes=${this.#opts.maxRequestBytes ?? DEFAULT_MAX_REQUEST_BYTES})`,
+        `(maxRequestBytes=${this.#maxRequestBytes})`,
     );
   }
 
   /** What a request's events may take together. */
   #requestBudget(): number {
-    return (this.#opts.maxRequestBytes ?? DEFAULT_MAX_REQUEST_BYTES) - REQUEST_FRAMING_BYTES;
+    return this.#maxRequestBytes - REQUEST_FRAMING_BYTES;
   }
 
   #schedule(thread: string, q: ThreadQueue): void {
