@@ -109,21 +109,31 @@ def _alone(err: RunstreamError) -> RunstreamError:
     return RunstreamError(err.code, _REFUSED_EVENT.sub(lambda m: "" if m.group(2) == "." else "event", err.message, count=1))
 
 
-def _wire(msg: pb.Event | None) -> int:
-    """The bytes an event takes in a request (0 for a flush marker)."""
-    return 0 if msg is None else msg.ByteSize() + _EVENT_FRAMING_BYTES
-
-
-def _check_size(msg: pb.Event, max_bytes: int) -> pb.Event:
-    size = msg.ByteSize() + _REQUEST_ENVELOPE_BYTES
-    if size > max_bytes:
+def _sized(event: Event, ids: _IdSource, max_bytes: int) -> tuple[pb.Event, int]:
+    """The event as protobuf and the bytes it takes in a request; refused when no request can carry it."""
+    msg = to_proto(event, ids)
+    wire = msg.ByteSize() + _EVENT_FRAMING_BYTES
+    if wire + _REQUEST_ENVELOPE_BYTES > max_bytes:
         field = "content_json" if len(msg.content_json) >= len(msg.metadata_json) else "metadata_json"
         raise RunstreamError(
             "invalid_argument",
-            f"{field}: the event is {size} bytes, more than a request of the broker may be "
-            f"(max_request_bytes={max_bytes})",
+            f"{field}: the event is {wire + _REQUEST_ENVELOPE_BYTES} bytes, more than a request of the "
+            f"broker may be (max_request_bytes={max_bytes})",
         )
-    return msg
+    return msg, wire
+
+
+def _protos(events: list[Event], ids: _IdSource, max_bytes: int) -> list[pb.Event]:
+    """The events of one request as the caller formed it; refused when they cannot fit it together."""
+    sized = [_sized(e, ids, max_bytes) for e in events]
+    size = sum(wire for _, wire in sized) + _REQUEST_ENVELOPE_BYTES
+    if size > max_bytes:
+        raise RunstreamError(
+            "invalid_argument",
+            f"events: the request takes {size} bytes, more than a request of the broker may be "
+            f"(max_request_bytes={max_bytes}); send fewer events in it",
+        )
+    return [msg for msg, _ in sized]
 
 
 def _answer(fut, result=None, error: BaseException | None = None) -> None:
@@ -168,18 +178,10 @@ def _metadata(token: str | None) -> tuple:
     return (("authorization", f"Bearer {token}"),) if token else ()
 
 
-def _request(events: list[pb.Event], ack: str, max_bytes: int) -> pb.PublishRequest:
+def _request(events: list[pb.Event], ack: str) -> pb.PublishRequest:
     if ack not in ACK_LEVELS:
         raise RunstreamError("invalid_argument", f"ack: must be ACCEPTED or PERSISTED (got {ack!r})")
-    req = pb.PublishRequest(events=events, ack=ACK_LEVELS[ack])
-    size = req.ByteSize()
-    if size > max_bytes:
-        raise RunstreamError(
-            "invalid_argument",
-            f"events: the request takes {size} bytes, more than a request of the broker may be "
-            f"(max_request_bytes={max_bytes}); send fewer events in it",
-        )
-    return req
+    return pb.PublishRequest(events=events, ack=ACK_LEVELS[ack])
 
 
 class Publisher:
@@ -230,7 +232,7 @@ class Publisher:
     def publish(self, event: Event) -> "Future[Ack]":
         """Queues one event (blocking while the queue is full); the Future resolves with its ack."""
         fut: Future = Future()
-        item = (_check_size(to_proto(event, self._ids), self._max_request_bytes), fut)
+        item = (*_sized(event, self._ids, self._max_request_bytes), fut)
         with self._lock:
             if self._closed:
                 raise RunstreamError("closed", "the publisher is closed")
@@ -244,7 +246,7 @@ class Publisher:
 
     def publish_batch(self, events: list[Event], ack: str | None = None) -> list[Ack]:
         """One request now, bypassing the linger; retried with the same ids. A refusal fails it whole."""
-        msgs = [_check_size(to_proto(e, self._ids), self._max_request_bytes) for e in events]
+        msgs = _protos(events, self._ids, self._max_request_bytes)
         with self._lock:
             if self._closed:
                 raise RunstreamError("closed", "the publisher is closed")
@@ -261,7 +263,7 @@ class Publisher:
         fut: Future = Future()
         with self._lock:
             if not self._closed:
-                self._queue.put((None, fut))
+                self._queue.put((None, 0, fut))
         if self._closed:
             self._worker.join()  # closing answers everything, then the worker ends
         else:
@@ -288,7 +290,7 @@ class Publisher:
         self.close()
 
     def _deliver(self, msgs: list[pb.Event], ack: str) -> list[Ack]:
-        req = _request(msgs, ack, self._max_request_bytes)
+        req = _request(msgs, ack)
         for attempt in range(self._max_attempts):
             try:
                 res = self._publish(req, timeout=self._timeout_s, metadata=_metadata(self._token))
@@ -309,7 +311,7 @@ class Publisher:
             if item is None:
                 return
             batch = [item]
-            size = _wire(item[0])
+            size = item[1]
             stop = False
             deadline = time.monotonic() + self._linger_s
             while len(batch) < self._max_batch and batch[-1][0] is not None:
@@ -321,12 +323,12 @@ class Publisher:
                 if nxt is None:
                     stop = True  # the last item: close() queues nothing after it
                     break
-                size += _wire(nxt[0])
+                size += nxt[1]
                 if size > self._max_request_bytes - _REQUEST_ENVELOPE_BYTES:
                     carry = nxt
                     break
                 batch.append(nxt)
-            events = [(m, f) for m, f in batch if m is not None]
+            events = [(m, f) for m, _, f in batch if m is not None]
             while events:
                 try:
                     outcome = self._deliver([m for m, _ in events], self.ack)
@@ -334,7 +336,7 @@ class Publisher:
                     outcome = err
                 if _settle(events, outcome):
                     break
-            for m, f in batch:
+            for m, _, f in batch:
                 if m is None:
                     _answer(f)
             if stop:
@@ -369,7 +371,7 @@ class PublishStream:
 
     def send(self, events: list[Event], timeout: float | None = None) -> list[Ack]:
         fut: Future = Future()
-        req = _request([to_proto(e, self._ids) for e in events], self.ack, self._max_request_bytes)
+        req = _request(_protos(events, self._ids, self._max_request_bytes), self.ack)
         with self._lock:
             if self._ended is not None:
                 raise RunstreamError(self._ended.code, self._ended.message)
@@ -471,12 +473,12 @@ class AsyncPublisher:
         """Queues one event (waiting while the queue is full) and returns the future of its ack."""
         if self._closed:
             raise RunstreamError("closed", "the publisher is closed")
-        msg = _check_size(to_proto(event, self._ids), self._max_request_bytes)
+        msg, wire = _sized(event, self._ids, self._max_request_bytes)
         q = self._ensure()
         fut = asyncio.get_running_loop().create_future()
         self._entering += 1
         try:
-            await q.put((msg, fut))
+            await q.put((msg, wire, fut))
         finally:
             self._entering -= 1
         return fut
@@ -488,7 +490,7 @@ class AsyncPublisher:
     async def publish_batch(self, events: list[Event], ack: str | None = None) -> list[Ack]:
         if self._closed:
             raise RunstreamError("closed", "the publisher is closed")
-        msgs = [_check_size(to_proto(e, self._ids), self._max_request_bytes) for e in events]
+        msgs = _protos(events, self._ids, self._max_request_bytes)
         self._ensure()
         done = asyncio.get_running_loop().create_future()
         self._batches.add(done)
@@ -504,7 +506,7 @@ class AsyncPublisher:
             return
         q = self._ensure()
         fut = asyncio.get_running_loop().create_future()
-        await q.put((None, fut))
+        await q.put((None, 0, fut))
         await fut
 
     async def close(self) -> None:
@@ -538,7 +540,7 @@ class AsyncPublisher:
         await self.close()
 
     async def _deliver(self, msgs: list[pb.Event], ack: str) -> list[Ack]:
-        req = _request(msgs, ack, self._max_request_bytes)
+        req = _request(msgs, ack)
         for attempt in range(self._max_attempts):
             try:
                 res = await self._publish(req, timeout=self._timeout_s, metadata=_metadata(self._token))
@@ -558,7 +560,7 @@ class AsyncPublisher:
         carry = None  # an event that did not fit the previous request: it starts the next
         while True:
             batch, carry = [carry if carry is not None else await q.get()], None
-            size = _wire(batch[0][0])
+            size = batch[0][1]
             loop = asyncio.get_running_loop()
             deadline = loop.time() + self._linger_s
             while len(batch) < self._max_batch and batch[-1][0] is not None:
@@ -568,12 +570,12 @@ class AsyncPublisher:
                     nxt = q.get_nowait() if remaining <= 0 else await asyncio.wait_for(q.get(), remaining)
                 except (asyncio.TimeoutError, asyncio.QueueEmpty):
                     break
-                size += _wire(nxt[0])
+                size += nxt[1]
                 if size > self._max_request_bytes - _REQUEST_ENVELOPE_BYTES:
                     carry = nxt
                     break
                 batch.append(nxt)
-            events = [(m, f) for m, f in batch if m is not None]
+            events = [(m, f) for m, _, f in batch if m is not None]
             while events:
                 try:
                     outcome = await self._deliver([m for m, _ in events], self.ack)
@@ -581,7 +583,7 @@ class AsyncPublisher:
                     outcome = err
                 if _settle(events, outcome):
                     break
-            for m, f in batch:
+            for m, _, f in batch:
                 if m is None:
                     _answer(f)
 
@@ -618,7 +620,7 @@ class AsyncPublishStream:
         self._writer = loop.create_task(self._write())
 
     async def send(self, events: list[Event]) -> list[Ack]:
-        req = _request([to_proto(e, self._ids) for e in events], self.ack, self._max_request_bytes)
+        req = _request(_protos(events, self._ids, self._max_request_bytes), self.ack)
         if self._closed:
             raise RunstreamError("closed", "the stream is closed")
         if self._ended is not None:

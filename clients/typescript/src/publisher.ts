@@ -141,7 +141,7 @@ const RETRYABLE = new Set([
  * (`Attempted to send message with a size larger than <limit>`). Sending it again cannot
  * succeed, unlike the broker's in-flight budget.
  */
-const TOO_LARGE = /larger than max \((\d+) vs\.? (\d+)\)|send message with a size larger than (\d+)/;
+const TOO_LARGE = /larger than max \(\d+ vs\.? (\d+)\)|send message with a size larger than (\d+)/;
 
 function retryable(e: grpc.ServiceError): boolean {
   return (
@@ -579,11 +579,12 @@ export class Publisher implements AsyncDisposable {
     for (; n < q.pending.length && n < maxEvents; n++) {
       const p = q.pending[n] as Pending;
       if (n > 0 && bytes + p.bytes > maxBytes) break;
-      if (n > 0 && wire + p.wire > budget && !p.exact) {
+      if (n > 0 && wire + p.wire > budget) {
+        if (p.exact) break;
         p.wire = exactWireBytes(p.event); // the bound was too coarse to decide: count
         p.exact = true;
+        if (wire + p.wire > budget) break;
       }
-      if (n > 0 && wire + p.wire > budget) break;
       bytes += p.bytes;
       wire += p.wire;
     }
@@ -851,17 +852,14 @@ class StreamChannel {
     this.#watch(true);
   }
 
-  /** Which unanswered request a size refusal (`larger than max (<size> vs. <limit>)`) is about; 0 if none. */
+  /** Which unanswered request a size refusal ({@link TOO_LARGE}) is about: the first over its limit; 0 if none. */
   #tooLarge(err: grpc.ServiceError): number {
     const m = TOO_LARGE.exec(err.details ?? '');
     if (err.code !== grpc.status.RESOURCE_EXHAUSTED || !m) return 0;
-    const sizes = this.#unanswered.map((r) => this.sizeOf(r.req));
-    const exact = m[1] === undefined ? -1 : sizes.indexOf(Number(m[1]));
-    if (exact >= 0) return exact;
-    const limit = Number(m[2] ?? m[3]);
+    const limit = Number(m[1] ?? m[2]);
     return Math.max(
       0,
-      sizes.findIndex((n) => n > limit),
+      this.#unanswered.findIndex((r) => this.sizeOf(r.req) > limit),
     );
   }
 
