@@ -49,15 +49,18 @@ export function cancelRoute(o: CancelRouteOptions): Route {
   };
 }
 
+const bodyTooLarge = (): InvalidArgumentError =>
+  new InvalidArgumentError('body', `is larger than ${MAX_CANCEL_BODY_BYTES} bytes`);
+
 /** The body as a JSON object; an empty body is `{}`. */
 async function readJsonBody(req: IncomingMessage): Promise<Record<string, unknown>> {
+  // A declared length over the limit is refused before a byte of the body is read.
+  if (Number(req.headers['content-length'] ?? 0) > MAX_CANCEL_BODY_BYTES) throw bodyTooLarge();
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req) {
     size += (chunk as Buffer).length;
-    if (size > MAX_CANCEL_BODY_BYTES) {
-      throw new InvalidArgumentError('body', `is larger than ${MAX_CANCEL_BODY_BYTES} bytes`);
-    }
+    if (size > MAX_CANCEL_BODY_BYTES) throw bodyTooLarge();
     chunks.push(chunk as Buffer);
   }
   const text = Buffer.concat(chunks).toString('utf8').trim();

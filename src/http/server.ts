@@ -39,6 +39,31 @@ export interface HttpServerOptions {
   readonly log: Logger;
 }
 
+/**
+ * How long a connection ended after an answer to a request whose body was not read stays
+ * open for the client to take the answer and close its side. Destroyed at once, a socket
+ * still receiving makes the kernel reset the connection, which can lose the answer.
+ */
+const UNREAD_BODY_LINGER_MS = 2_000;
+
+/**
+ * An answer given before the request's body was read whole (a 404, a route that takes no
+ * body, a cancel body refused for its size) ends the connection once written. Kept alive,
+ * Node would go on reading and dropping whatever the client sends for as long as its request
+ * timeout (300 s): a socket held per request, by a client that never stops sending.
+ */
+function endIfBodyUnread(req: IncomingMessage, res: ServerResponse): void {
+  // Taken now: Node detaches the socket from the request and the answer once it is written.
+  const socket = req.socket;
+  res.once('finish', () => {
+    if (req.complete || socket.destroyed) return;
+    socket.end();
+    const linger = setTimeout(() => socket.destroy(), UNREAD_BODY_LINGER_MS);
+    linger.unref();
+    socket.once('close', () => clearTimeout(linger));
+  });
+}
+
 export class HttpServer implements AsyncDisposable {
   readonly #o: HttpServerOptions;
   readonly #server: Server;
@@ -50,6 +75,7 @@ export class HttpServer implements AsyncDisposable {
     this.#origins = new OriginPolicy(o.allowedOrigins);
     this.#server = createServer((req, res) => {
       o.unsent.track(res);
+      endIfBodyUnread(req, res);
       this.#route(req, res).catch((err: unknown) => {
         const e = toRunstreamError(err);
         if (e.httpStatus >= 500) o.log.error({ err, url: req.url?.slice(0, 200) }, 'http handler failed');
