@@ -20,6 +20,7 @@ import * as grpc from '@grpc/grpc-js';
 import fc from 'fast-check';
 import { IngestClient } from '../src/client/ingest-client.js';
 import { DEFAULT_MAX_GRPC_MESSAGE_BYTES } from '../src/config.js';
+import { NotUtf8Error, notUtf8Field, StrictReader } from '../src/grpc/strict-utf8.js';
 import { loadProto } from '../src/proto.js';
 import {
   assertServing,
@@ -319,10 +320,25 @@ function historyExpected(name: string, r: Record<string, unknown>): Expected {
 /** The expected end of a call with these request messages. */
 function expectedFor(m: Method, messages: readonly Buffer[]): Expected {
   const decoded: Record<string, unknown>[] = [];
-  for (const msg of messages) {
+  for (const [i, msg] of messages.entries()) {
     try {
-      decoded.push(m.decode(msg));
+      decoded.push(m.decode(new StrictReader(msg) as unknown as Buffer));
     } catch (err) {
+      if (err instanceof NotUtf8Error) {
+        // Refused as it is decoded, named when the bytes say which field it is. On a stream
+        // a request before it may be judged (and refused) first: either answer is right.
+        const field = notUtf8Field(m.path, msg);
+        if (field === undefined) return { kind: 'invalid', why: 'a string field that is not UTF-8' };
+        const fields = [`${m.requestStream ? `request ${i}: ` : ''}${field}`];
+        if (m.service === 'runstream.v1.Ingest') {
+          const earlier = decoded
+            .map((req, j) => ({ j, e: publishExpected(req) }))
+            .find((x) => x.e.kind === 'invalid');
+          if (earlier?.e.kind === 'invalid')
+            fields.push(...(earlier.e.fields ?? []).map((f) => `request ${earlier.j}: ${f}`));
+        }
+        return { kind: 'invalid', fields, why: 'a string field that is not UTF-8' };
+      }
       // Everything before it may be answered; the bytes themselves are the client's fault.
       return {
         kind: 'invalid',

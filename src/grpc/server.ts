@@ -11,40 +11,60 @@ import { ReflectionService } from '@grpc/reflection';
 import { HealthImplementation } from 'grpc-health-check';
 import type { Logger } from '../logger.js';
 import { loadProto } from '../proto.js';
+import { NotUtf8Error, notUtf8Field, StrictReader } from './strict-utf8.js';
 
 /** A request message that could not be decoded, handed on (instead of a throw) to be refused. */
 class MalformedMessage {
-  constructor(readonly reason: string) {}
+  constructor(
+    readonly reason: string,
+    /** The string field whose bytes are not UTF-8, when that is what is wrong and it is known. */
+    readonly notUtf8?: string,
+  ) {}
 }
 
-/** A deserializer that returns a {@link MalformedMessage} where the original throws. */
-function tolerant(deserialize: grpc.deserialize<unknown>): grpc.deserialize<unknown> {
+/**
+ * A deserializer that returns a {@link MalformedMessage} where the original throws, and
+ * where a string field is not UTF-8 (naming it): proto-loader's deserializer decodes from a
+ * protobufjs reader as well as from bytes, and {@link StrictReader} checks the strings.
+ */
+function tolerant(method: string, deserialize: grpc.deserialize<unknown>): grpc.deserialize<unknown> {
   return (bytes) => {
     try {
-      return deserialize(bytes);
+      return deserialize(new StrictReader(bytes) as unknown as Buffer);
     } catch (err) {
+      if (err instanceof NotUtf8Error) {
+        return new MalformedMessage('a string field is not valid UTF-8', notUtf8Field(method, bytes));
+      }
       return new MalformedMessage(err instanceof Error ? err.message : String(err));
     }
   };
 }
 
 /** Ends a call whose request message is a {@link MalformedMessage}, before any handler sees it. */
-const refuseMalformed: grpc.ServerInterceptor = (method, call) =>
-  new grpc.ServerInterceptingCall(call, {
+const refuseMalformed: grpc.ServerInterceptor = (method, call) => {
+  /** Messages received on the call: a stream's refusal names its request as the handler does. */
+  let received = 0;
+  return new grpc.ServerInterceptingCall(call, {
     start: (next) =>
       next({
         onReceiveMessage: (message, pass) => {
+          const n = received++;
           if (!(message instanceof MalformedMessage)) return pass(message);
           const metadata = new grpc.Metadata();
           metadata.set('rs-error-code', 'RS_ERR_INVALID_ARGUMENT');
+          const request = method.requestStream ? `request ${n}: ` : '';
           call.sendStatus({
             code: grpc.status.INVALID_ARGUMENT,
-            details: `request message: not a valid ${method.path} request (${message.reason})`,
+            details:
+              message.notUtf8 !== undefined
+                ? `${request}${message.notUtf8}: is not valid UTF-8`
+                : `request message: not a valid ${method.path} request (${message.reason})`,
             metadata,
           });
         },
       }),
   });
+};
 
 /** A grpc-js server whose every service, ours or a library's, gets the guards above. */
 class GuardedServer extends grpc.Server {
@@ -64,7 +84,7 @@ class GuardedServer extends grpc.Server {
     for (const [name, def] of Object.entries(service)) {
       guardedService[name] = {
         ...(def as grpc.MethodDefinition<unknown, unknown>),
-        requestDeserialize: tolerant(def.requestDeserialize),
+        requestDeserialize: tolerant(def.path, def.requestDeserialize),
       };
       const handler = implementation[name] ?? implementation[def.originalName ?? name];
       if (handler) guardedHandlers[name] = this.#guard(def.path, handler as CallableFunction);
