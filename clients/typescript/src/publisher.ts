@@ -336,8 +336,11 @@ export class Publisher implements AsyncDisposable {
   readonly #maxRequestBytes: number;
   readonly #stream: StreamChannel | undefined;
   readonly #cancelListeners = new Map<string, Set<(c: CancelControl) => void>>();
+  /** Unary calls in flight: `abort()` cancels them. */
+  readonly #calls = new Set<grpc.ClientUnaryCall>();
 
   constructor(opts: PublisherOptions) {
+    checkOptions(opts);
     this.#opts = opts;
     const Ingest = loadIngest();
     const channelOptions: grpc.ChannelOptions = {
@@ -382,14 +385,25 @@ export class Publisher implements AsyncDisposable {
    */
   publish(e: PublishEvent): Promise<EventAck> {
     if (this.#closed) return Promise.reject(new RunstreamError('closed', 'the publisher is closed'));
+    const max = this.#opts.maxQueuedEvents ?? DEFAULT_MAX_QUEUED_EVENTS;
+    if (this.#queued >= max) {
+      return Promise.reject(
+        new RunstreamError(
+          'resource_exhausted',
+          `maxQueuedEvents: ${max} events are unacknowledged; await ready() before publishing more`,
+        ),
+      );
+    }
     let event: RawEvent;
+    let bytes: number;
+    let size: { wire: number; exact: boolean } | RunstreamError;
     try {
       event = this.#toRaw(e);
+      bytes = event.content_json.length + event.metadata_json.length;
+      size = this.#wireSize(event, bytes);
     } catch (err) {
       return Promise.reject(err);
     }
-    const bytes = event.content_json.length + event.metadata_json.length;
-    const size = this.#wireSize(event, bytes);
     if (size instanceof RunstreamError) return Promise.reject(size);
     return new Promise<EventAck>((resolve, reject) => {
       let q = this.#threads.get(event.thread_id);
@@ -478,6 +492,7 @@ export class Publisher implements AsyncDisposable {
       this.#settled(dropped);
     }
     this.#stream?.abort(closed);
+    for (const call of this.#calls) call.cancel();
     this.#client.close();
   }
 
@@ -486,17 +501,20 @@ export class Publisher implements AsyncDisposable {
   }
 
   #toRaw(e: PublishEvent): RawEvent {
+    if (e === null || typeof e !== 'object') throw invalid('event', 'must be an object');
     const raw: RawEvent = {
-      thread_id: e.threadId,
-      run_id: e.runId,
-      event_type: e.eventType,
-      category: GRPC_CATEGORY.get(e.category) ?? 'CATEGORY_UNSPECIFIED',
-      category_name: e.category,
-      content_json: e.contentJson ?? JSON.stringify(e.content === undefined ? null : e.content),
-      metadata_json: e.metadataJson ?? (e.metadata === undefined ? '' : JSON.stringify(e.metadata)),
-      event_id: e.eventId ?? `${this.#idPrefix}-${++this.#nextId}`,
-      user_id: e.userId ?? '',
+      thread_id: text(e.threadId, 'threadId'),
+      run_id: text(e.runId, 'runId'),
+      event_type: text(e.eventType, 'eventType'),
+      category: '',
+      category_name: text(e.category, 'category'),
+      content_json: e.contentJson === undefined ? contentJson(e.content) : text(e.contentJson, 'contentJson'),
+      metadata_json:
+        e.metadataJson === undefined ? metadataJson(e.metadata) : text(e.metadataJson, 'metadataJson'),
+      event_id: e.eventId === undefined ? `${this.#idPrefix}-${++this.#nextId}` : text(e.eventId, 'eventId'),
+      user_id: e.userId === undefined ? '' : text(e.userId, 'userId'),
     };
+    raw.category = GRPC_CATEGORY.get(raw.category_name) ?? 'CATEGORY_UNSPECIFIED';
     if (e.createdAt !== undefined) {
       const ms = (typeof e.createdAt === 'string' ? new Date(e.createdAt) : e.createdAt).getTime();
       if (Number.isNaN(ms)) throw new RunstreamError('invalid_argument', 'createdAt: not a valid date');
@@ -506,7 +524,7 @@ export class Publisher implements AsyncDisposable {
       if (e.createdAt !== undefined) {
         throw new RunstreamError('invalid_argument', 'createdAtText: cannot be given with createdAt');
       }
-      raw.created_at_text = e.createdAtText;
+      raw.created_at_text = text(e.createdAtText, 'createdAtText');
     }
     return raw;
   }
@@ -673,13 +691,17 @@ export class Publisher implements AsyncDisposable {
         return await this.#unary(req);
       } catch (err) {
         if (err instanceof RunstreamError) throw err;
+        if (this.#abort.signal.aborted) throw abortedError();
         const e = err as grpc.ServiceError;
         const refresh =
           e.code === grpc.status.UNAUTHENTICATED && this.#opts.getToken !== undefined && !refreshed;
         if (refresh) refreshed = true;
         else if (!retryable(e) || attempt + 1 >= maxAttempts || this.#abort.signal.aborted) throw toError(e);
         const delayMs = refresh ? 0 : backoffDelayMs(attempt, retry);
-        if (!refresh) this.#opts.onRetry?.(toError(e), attempt + 1, delayMs);
+        if (!refresh) {
+          const onRetry = this.#opts.onRetry;
+          if (onRetry) safely('onRetry', () => onRetry(toError(e), attempt + 1, delayMs));
+        }
         await sleep(delayMs, this.#abort.signal);
       }
     }
@@ -691,24 +713,158 @@ export class Publisher implements AsyncDisposable {
     if (this.#abort.signal.aborted) throw abortedError();
     const deadline = Date.now() + (this.#opts.deadlineMs ?? DEFAULT_DEADLINE_MS);
     return new Promise((resolve, reject) => {
-      this.#client.Publish(req, md, { deadline }, (err, res) =>
-        err ? reject(err) : resolve(res?.acks ?? []),
-      );
+      const call = this.#client.Publish(req, md, { deadline }, (err, res) => {
+        this.#calls.delete(call);
+        if (err) reject(err);
+        else resolve(res?.acks ?? []);
+      });
+      this.#calls.add(call);
     });
   }
 
   async #metadata(): Promise<grpc.Metadata> {
     const md = new grpc.Metadata();
-    const token = this.#opts.getToken ? await this.#opts.getToken() : this.#opts.token;
+    let token = this.#opts.token;
+    if (this.#opts.getToken) {
+      try {
+        token = await this.#opts.getToken();
+      } catch (err) {
+        throw new RunstreamError('unauthenticated', `getToken: ${messageOf(err)}`, { cause: err });
+      }
+    }
     if (token) md.set('authorization', `Bearer ${token}`);
     return md;
   }
 
   #dispatchControl(c: CancelControl): void {
-    this.#opts.onControl?.(c);
-    for (const l of this.#cancelListeners.get(`${c.threadId}\u0000${c.runId}`) ?? []) l(c);
+    const onControl = this.#opts.onControl;
+    if (onControl) safely('onControl', () => onControl(c));
+    for (const l of this.#cancelListeners.get(`${c.threadId}\u0000${c.runId}`) ?? []) {
+      safely('an onCancel listener', () => l(c));
+    }
   }
 }
+
+const invalid = (field: string, problem: string): RunstreamError =>
+  new RunstreamError('invalid_argument', `${field}: ${problem}`);
+
+/**
+ * A string field of an event, checked: a string, and well-formed UTF-16 (a lone surrogate has no
+ * UTF-8, so it could only be sent as bytes the broker refuses, or stored changed).
+ */
+function text(value: unknown, field: string): string {
+  if (typeof value !== 'string') throw invalid(field, `must be a string, not ${describe(value)}`);
+  if (!value.isWellFormed())
+    throw invalid(field, 'contains a lone UTF-16 surrogate, which UTF-8 cannot carry');
+  return value;
+}
+
+/** `content` as JSON text: `null` when absent. */
+function contentJson(content: unknown): string {
+  const json = stringify(content === undefined ? null : content, 'content');
+  if (json === undefined) throw invalid('content', `cannot be sent as JSON: ${describe(content)}`);
+  return json;
+}
+
+/** `metadata` as JSON text of an object, or '' when absent. */
+function metadataJson(metadata: unknown): string {
+  if (metadata === undefined) return '';
+  if (metadata === null || typeof metadata !== 'object' || Array.isArray(metadata)) {
+    throw invalid('metadata', `must be an object, not ${describe(metadata)}`);
+  }
+  const json = stringify(metadata, 'metadata');
+  if (json === undefined || !json.startsWith('{'))
+    throw invalid('metadata', 'does not serialise to a JSON object');
+  return json;
+}
+
+function stringify(value: unknown, field: string): string | undefined {
+  try {
+    return JSON.stringify(value);
+  } catch (err) {
+    throw invalid(field, `cannot be sent as JSON: ${messageOf(err)}`);
+  }
+}
+
+function describe(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  return typeof value === 'undefined' ? 'undefined' : `a ${typeof value}`;
+}
+
+function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+/**
+ * Calls a caller's callback. What it throws changes nothing for the events (they are the
+ * publisher's to settle) and is reported as a process warning, never thrown into gRPC's event
+ * handlers, where it would end the process.
+ */
+function safely(what: string, callback: () => void): void {
+  try {
+    callback();
+  } catch (err) {
+    warn(what, err);
+  }
+}
+
+function warn(what: string, err: unknown): void {
+  const warning = new Error(`${what} threw: ${messageOf(err)}`, { cause: err });
+  warning.name = 'RunstreamPublisherWarning';
+  process.emitWarning(warning);
+}
+
+const counts = ['maxBatchEvents', 'maxBatchBytes', 'maxRequestBytes', 'maxQueuedEvents'] as const;
+
+/** A count option: an integer of at least 1, or Infinity (no limit, as `retry.maxAttempts` may be). */
+function count(v: number | undefined, name: string): void {
+  if (v !== undefined && v !== Number.POSITIVE_INFINITY && !(Number.isSafeInteger(v) && v >= 1)) {
+    throw invalid(name, `must be an integer of at least 1 (or Infinity), not ${String(v)}`);
+  }
+}
+
+/** The options a publisher can work with, or a refusal naming the first that it cannot. */
+function checkOptions(o: PublisherOptions): void {
+  if (o === null || typeof o !== 'object') throw invalid('options', 'must be an object');
+  if (typeof o.target !== 'string' || o.target === '') throw invalid('target', 'must be host:port');
+  for (const name of counts) count(o[name], name);
+  const nonNegative = (v: number | undefined, name: string): void => {
+    if (v !== undefined && !(Number.isFinite(v) && v >= 0)) {
+      throw invalid(name, `must be a finite number of at least 0, not ${String(v)}`);
+    }
+  };
+  nonNegative(o.lingerMs, 'lingerMs');
+  // A deadline, and the stream's stall timer, is a timer: at most 2^31 - 1 ms.
+  if (
+    o.deadlineMs !== undefined &&
+    !(Number.isFinite(o.deadlineMs) && o.deadlineMs > 0 && o.deadlineMs <= MAX_TIMER_MS)
+  ) {
+    throw invalid(
+      'deadlineMs',
+      `must be above 0 and at most ${MAX_TIMER_MS} ms, not ${String(o.deadlineMs)}`,
+    );
+  }
+  const r = o.retry ?? {};
+  count(r.maxAttempts, 'retry.maxAttempts');
+  nonNegative(r.initialDelayMs, 'retry.initialDelayMs');
+  nonNegative(r.maxDelayMs, 'retry.maxDelayMs');
+  if (r.maxDelayMs !== undefined && r.maxDelayMs > MAX_TIMER_MS) {
+    throw invalid('retry.maxDelayMs', `must be at most ${MAX_TIMER_MS} ms`);
+  }
+  if (r.factor !== undefined && !(Number.isFinite(r.factor) && r.factor >= 1)) {
+    throw invalid('retry.factor', `must be a finite number of at least 1, not ${String(r.factor)}`);
+  }
+  if (o.ack !== undefined && o.ack !== 'ACCEPTED' && o.ack !== 'PERSISTED') {
+    throw invalid('ack', `must be ACCEPTED or PERSISTED, not ${String(o.ack)}`);
+  }
+  if (o.mode !== undefined && o.mode !== 'unary' && o.mode !== 'stream') {
+    throw invalid('mode', `must be unary or stream, not ${String(o.mode)}`);
+  }
+}
+
+/** The longest a Node timer waits. */
+const MAX_TIMER_MS = 2_147_483_647;
 
 function abortedError(): RunstreamError {
   return new RunstreamError('closed', 'the publisher was aborted');
@@ -785,7 +941,16 @@ class StreamChannel {
 
   #ensureOpen(): Promise<void> {
     this.#opening ??= (async () => {
-      const md = await this.metadata();
+      let md: grpc.Metadata;
+      try {
+        md = await this.metadata();
+      } catch (err) {
+        // No stream without its token: what waits for one fails; the next send tries again.
+        this.#opening = undefined;
+        for (const r of this.#unanswered.splice(0)) r.reject(err as Error);
+        this.#watch(true);
+        return;
+      }
       if (this.#closed) {
         this.#opening = undefined;
         return;
@@ -808,10 +973,10 @@ class StreamChannel {
         this.#unanswered.shift()?.resolve(res.acks);
         this.#watch(true);
       });
-      call.on('error', (err: grpc.ServiceError) => void this.#failed(call, err));
+      call.on('error', (err: grpc.ServiceError) => this.#afterFailure(call, err));
       call.on('end', () => {
         if (this.#call === call && this.#unanswered.length > 0 && !this.#closed) {
-          void this.#failed(
+          this.#afterFailure(
             call,
             Object.assign(new Error('stream ended'), { code: grpc.status.UNAVAILABLE }) as grpc.ServiceError,
           );
@@ -821,6 +986,11 @@ class StreamChannel {
       this.#opening = undefined;
     })();
     return this.#opening;
+  }
+
+  /** {@link StreamChannel.#failed}, from an event handler: whatever it throws is reported, never thrown. */
+  #afterFailure(call: grpc.ClientDuplexStream<RawRequest, RawResponse>, err: grpc.ServiceError): void {
+    this.#failed(call, err).catch((e: unknown) => warn('the publish stream', e));
   }
 
   async #failed(
@@ -845,7 +1015,9 @@ class StreamChannel {
     }
     if (this.#unanswered.length === 0) return;
     const delayMs = backoffDelayMs(this.#attempt, this.retry);
-    this.onRetry?.(toError(err), this.#attempt, delayMs);
+    const onRetry = this.onRetry;
+    const attempt = this.#attempt;
+    if (onRetry) safely('onRetry', () => onRetry(toError(err), attempt, delayMs));
     await sleep(delayMs, this.signal);
     if (this.signal.aborted) return;
     if (!this.#call) await this.#ensureOpen();
