@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 import secrets
+import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -22,14 +23,27 @@ DEFAULT_MAX_DELAY_S = 10.0
 
 
 class RunstreamError(Exception):
-    """An error with the broker's stable short code (``invalid_argument``, ``cursor_ahead``, ...)."""
+    """An error with the broker's stable short code (``invalid_argument``, ``cursor_ahead``, ...).
 
-    def __init__(self, code: str, message: str, *, status: int | None = None, seq: int | None = None):
+    ``event_ids``, on a failed stream ``send``, are the ids its request went with (generated ones
+    included): send the events again with them and the broker stores each once.
+    """
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        *,
+        status: int | None = None,
+        seq: int | None = None,
+        event_ids: list[str] | None = None,
+    ):
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
         self.status = status
         self.seq = seq
+        self.event_ids = event_ids
 
 
 def backoff_delay(attempt: int, initial: float = DEFAULT_INITIAL_DELAY_S, maximum: float = DEFAULT_MAX_DELAY_S) -> float:
@@ -48,6 +62,11 @@ class Event:
     ``category`` is any lower-case identifier (``message``, ``trace`` and ``lifecycle`` mean
     something to the broker). ``created_at`` goes as text (a ``datetime`` as its ``isoformat()``),
     which the broker returns exactly as given.
+
+    An empty ``event_id`` is given one when the event is handed over (``<prefix>-<n>``). The
+    publishers keep it in what they send, retries included, and never write it back into the
+    ``Event``: the ack's ``event_id`` carries it, and the same object handed over again (with
+    new content) is a new event with a new id.
     """
 
     thread_id: str
@@ -84,12 +103,18 @@ class Cancel:
 
 @dataclass
 class _IdSource:
+    """Generated event ids, ``<prefix>-<n>``: unique across the threads that publish at once (the
+    count is taken under a lock, which a free-threaded Python needs as much as any)."""
+
     prefix: str = field(default_factory=new_id_prefix)
     n: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def next(self) -> str:
-        self.n += 1
-        return f"{self.prefix}-{self.n}"
+        with self._lock:
+            self.n += 1
+            n = self.n
+        return f"{self.prefix}-{n}"
 
 
 def parse_time(value: datetime | str) -> datetime:
@@ -103,9 +128,9 @@ def parse_time(value: datetime | str) -> datetime:
 
 
 def to_proto(e: Event, ids: _IdSource) -> pb.Event:
-    """The wire event. An empty ``event_id`` is filled in here, once, so retries reuse it."""
-    if not e.event_id:
-        e.event_id = ids.next()
+    """The wire event, made once when the event is handed over: an empty ``event_id`` gets the
+    next generated id here, in the message only, and every retry resends that message. The
+    caller's ``Event`` is never changed, so handing the same object over again is a new event."""
     msg = pb.Event(
         thread_id=e.thread_id,
         run_id=e.run_id,
@@ -115,7 +140,7 @@ def to_proto(e: Event, ids: _IdSource) -> pb.Event:
         category_name=e.category,
         content_json=e.content_json if e.content_json is not None else json.dumps(e.content, ensure_ascii=False),
         metadata_json="" if e.metadata is None else json.dumps(e.metadata, ensure_ascii=False),
-        event_id=e.event_id,
+        event_id=e.event_id or ids.next(),
         user_id=e.user_id or "",
     )
     if e.created_at is not None:

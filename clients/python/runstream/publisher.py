@@ -10,17 +10,25 @@ fails that event alone (with those of the same value when the field is judged by
 and the rest are sent again (the broker stored nothing of a refused request). A request takes the
 events that fit ``max_request_bytes`` (the broker's ``RS_MAX_GRPC_MESSAGE_BYTES``) together, and an
 event too large for any request is refused when handed over. ``open_stream`` gives a ``PublishStream`` call that hands the broker's
-cancel controls to a callback and matches acks to requests around them.
+cancel controls to a callback and matches acks to requests around them. When the broker refuses
+a request of a stream, that request fails with the refusal, and those sent after it, which may
+have been stored, fail with ``unavailable`` and their ``event_ids``, to be sent again on a new stream.
+
+A generated ``event_id`` lives in what is sent, never in the caller's ``Event``. Every option is
+checked when a publisher is made (``ValueError`` naming each bad one).
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
+import numbers
 import queue
 import re
 import threading
 import time
 from concurrent.futures import Future, InvalidStateError
+from dataclasses import dataclass
 from typing import Callable, Iterable
 
 import grpc
@@ -74,6 +82,8 @@ _TOO_LARGE = re.compile(r"larger than max \(\d+ vs\.? \d+\)")
 # A refusal naming one event of a request: ``events[i].<field>: …`` or ``events[i]: …`` (after
 # ``request <n>: `` on a stream).
 _REFUSED_EVENT = re.compile(r"^(?:request \d+: )?events\[(\d+)\](\.|(?=: ))")
+# A stream's error about one of its requests, counted from 0 on that stream: ``request <n>: …``.
+_REQUEST_N = re.compile(r"^request (\d+): ")
 _FIELD = re.compile(r"\w+")
 
 OnRetry = Callable[[RunstreamError, int, float], None]
@@ -169,6 +179,103 @@ def _settle(events: list, outcome: list[Ack] | Exception) -> bool:
     return not events
 
 
+def _stream_ended(
+    waiting: list[tuple[int, list[str], "Future | asyncio.Future"]], ended: RunstreamError
+) -> tuple[list[tuple["Future | asyncio.Future", RunstreamError]], RunstreamError]:
+    """What the requests a stream's end left unanswered fail with, and what later sends hear.
+
+    When the broker's error is about one request (``request <n>: …``), that request fails with
+    it. The others sent had no answer, and may have been stored all the same (the broker issues
+    pipelined requests before it learns that an earlier one failed: protocol §3). They fail with
+    ``unavailable``, as any request that may or may not have been stored does, and send again
+    safely with the same ids (``event_ids``) on a new stream. A later send was never sent: it
+    fails with ``closed``. Any other end fails every request with its own error."""
+    m = _REQUEST_N.match(ended.message)
+    refused = int(m.group(1)) if m else None
+    answers = []
+    for n, ids, fut in waiting:
+        if refused is None or n == refused:
+            err = RunstreamError(ended.code, ended.message, event_ids=ids)
+        else:
+            err = RunstreamError(
+                "unavailable",
+                f"request {n}: no answer (the stream ended at request {refused}'s {ended.code}); it may "
+                "have been stored: send it again with the same event_ids (RunstreamError.event_ids) "
+                "on a new stream",
+                event_ids=ids,
+            )
+        answers.append((fut, err))
+    if refused is None:
+        return answers, ended
+    return answers, RunstreamError(
+        "closed", f"the stream ended at request {refused}'s {ended.code}; this request was not sent: send it on a new stream"
+    )
+
+
+_ID_PREFIX = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
+
+
+@dataclass(frozen=True)
+class _Options:
+    linger_s: float
+    max_batch: int
+    max_attempts: int
+    delays: tuple[float, float]
+    timeout_s: float | None
+    max_queued: int
+    max_request_bytes: int
+
+
+def _options(
+    *,
+    ack: str,
+    linger_ms: float,
+    max_batch_events: int,
+    max_attempts: int,
+    initial_delay_s: float,
+    max_delay_s: float,
+    timeout_s: float | None,
+    max_queued: int,
+    max_request_bytes: int,
+    id_prefix: str | None,
+) -> _Options:
+    """The publishers' options, checked when one is made; a ValueError names every bad one. A NaN
+    compares false with everything, so unchecked it would turn a limit off without a word."""
+    problems: list[str] = []
+
+    def real(value) -> bool:
+        return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+    def count(name: str, value) -> int:
+        if real(value) and value == int(value) and value >= 1:
+            return int(value)
+        problems.append(f"{name}: must be a whole number of at least 1 (got {value!r})")
+        return 0
+
+    def seconds(name: str, value, *, positive: bool = False) -> float:
+        if real(value) and (value > 0 if positive else value >= 0):
+            return float(value)
+        problems.append(f"{name}: must be a finite number {'above' if positive else 'of at least'} 0 (got {value!r})")
+        return 0.0
+
+    checked = _Options(
+        linger_s=seconds("linger_ms", linger_ms) / 1000,
+        max_batch=count("max_batch_events", max_batch_events),
+        max_attempts=count("max_attempts", max_attempts),
+        delays=(seconds("initial_delay_s", initial_delay_s), seconds("max_delay_s", max_delay_s)),
+        timeout_s=None if timeout_s is None else seconds("timeout_s", timeout_s, positive=True),
+        max_queued=count("max_queued", max_queued),
+        max_request_bytes=min(count("max_request_bytes", max_request_bytes), _MAX_SEND_BYTES),
+    )
+    if ack not in ACK_LEVELS:
+        problems.append(f"ack: must be ACCEPTED or PERSISTED (got {ack!r})")
+    if id_prefix is not None and not (isinstance(id_prefix, str) and _ID_PREFIX.match(id_prefix)):
+        problems.append(f"id_prefix: must match [A-Za-z0-9_-]{{1,100}} (got {id_prefix!r})")
+    if problems:
+        raise ValueError("; ".join(problems))
+    return checked
+
+
 def _error(err: grpc.RpcError) -> RunstreamError:
     code = err.code()
     return RunstreamError(code.name.lower() if code else "unknown", err.details() or str(err))
@@ -185,7 +292,13 @@ def _request(events: list[pb.Event], ack: str) -> pb.PublishRequest:
 
 
 class Publisher:
-    """A synchronous, batching, retrying publisher. ``publish`` returns a Future of the ack."""
+    """A synchronous, batching, retrying publisher. ``publish`` returns a Future of the ack.
+
+    The options are checked here: ``ValueError`` names each bad one (counts are whole numbers of
+    at least 1, times finite and not negative, ``timeout_s`` above 0 or None for no deadline).
+    The futures' done-callbacks run on the publisher's worker thread: ``publish`` from one never
+    blocks (it may go past ``max_queued``), and ``publish_many``, ``flush`` and ``close``, which
+    would wait for that thread, raise ``RuntimeError`` there."""
 
     def __init__(
         self,
@@ -204,22 +317,37 @@ class Publisher:
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
         on_retry: OnRetry | None = None,
     ):
+        o = _options(
+            ack=ack,
+            linger_ms=linger_ms,
+            max_batch_events=max_batch_events,
+            max_attempts=max_attempts,
+            initial_delay_s=initial_delay_s,
+            max_delay_s=max_delay_s,
+            timeout_s=timeout_s,
+            max_queued=max_queued,
+            max_request_bytes=max_request_bytes,
+            id_prefix=id_prefix,
+        )
         self._channel = grpc.insecure_channel(target, options=_CHANNEL_OPTIONS)
         self._publish = self._channel.unary_unary(
             PUBLISH, request_serializer=pb.PublishRequest.SerializeToString, response_deserializer=pb.PublishResponse.FromString
         )
         self._token = token
         self.ack = ack
-        self._linger_s = linger_ms / 1000
-        self._max_batch = max_batch_events
-        self._max_attempts = max_attempts
-        self._delays = (initial_delay_s, max_delay_s)
-        self._timeout_s = timeout_s
+        self._linger_s = o.linger_s
+        self._max_batch = o.max_batch
+        self._max_attempts = o.max_attempts
+        self._delays = o.delays
+        self._timeout_s = o.timeout_s
         self._ids = _IdSource(id_prefix) if id_prefix else _IdSource()
-        self._max_request_bytes = min(max_request_bytes, _MAX_SEND_BYTES)
+        self._max_request_bytes = o.max_request_bytes
         self._on_retry = on_retry
-        # Bounded: publish() blocks while max_queued events wait (backpressure).
-        self._queue: queue.Queue = queue.Queue(maxsize=max_queued)
+        # (msg, wire bytes, future, holds room), a flush's (None, 0, future, False), or close()'s None.
+        self._queue: queue.Queue = queue.Queue()
+        # Room for max_queued events (backpressure): publish() takes one, blocking while none is
+        # left, and the worker gives it back when it takes the event out of the queue.
+        self._room = threading.Semaphore(o.max_queued)
         self._closed = False
         # Held while checking _closed and queueing, so nothing is queued behind close()'s stop marker.
         self._lock = threading.Lock()
@@ -230,19 +358,41 @@ class Publisher:
         self._worker.start()
 
     def publish(self, event: Event) -> "Future[Ack]":
-        """Queues one event (blocking while the queue is full); the Future resolves with its ack."""
+        """Queues one event, blocking while ``max_queued`` wait; the Future resolves with its ack.
+
+        On the publisher's worker thread, where the futures' done-callbacks run, it never blocks:
+        the worker cannot make room while it waits, so the event is queued past ``max_queued``."""
+        msg, wire = _sized(event, self._ids, self._max_request_bytes)
         fut: Future = Future()
-        item = (*_sized(event, self._ids, self._max_request_bytes), fut)
+        room = not self._on_worker()
+        if self._closed:
+            raise RunstreamError("closed", "the publisher is closed")
+        if room:
+            self._room.acquire()  # the worker gives room back until it ends, also after close()
         with self._lock:
             if self._closed:
+                if room:
+                    self._room.release()
                 raise RunstreamError("closed", "the publisher is closed")
-            self._queue.put(item)
+            self._queue.put((msg, wire, fut, room))
         return fut
 
     def publish_many(self, events: Iterable[Event], timeout: float | None = None) -> list[Ack]:
-        """Publishes events and waits for their acks, in order."""
+        """Publishes events and waits for their acks, in order. Not on the worker thread (from a
+        done-callback): it would wait for that thread itself, so it raises ``RuntimeError``."""
+        self._not_on_worker("publish_many()")
         futures = [self.publish(e) for e in events]
         return [f.result(timeout) for f in futures]
+
+    def _on_worker(self) -> bool:
+        return threading.current_thread() is self._worker
+
+    def _not_on_worker(self, what: str) -> None:
+        if self._on_worker():
+            raise RuntimeError(
+                f"{what} was called on the publisher's worker thread (from a future's done-callback), "
+                "where it would wait for that thread itself; call it from another thread"
+            )
 
     def publish_batch(self, events: list[Event], ack: str | None = None) -> list[Ack]:
         """One request now, bypassing the linger; retried with the same ids. A refusal fails it whole."""
@@ -259,11 +409,13 @@ class Publisher:
                 self._no_batches.notify_all()
 
     def flush(self) -> None:
-        """Waits until everything published so far is acknowledged or failed."""
+        """Waits until everything published so far is acknowledged or failed. Not on the worker
+        thread (from a done-callback): it would wait for that thread itself (``RuntimeError``)."""
+        self._not_on_worker("flush()")
         fut: Future = Future()
         with self._lock:
             if not self._closed:
-                self._queue.put((None, 0, fut))
+                self._queue.put((None, 0, fut, False))
         if self._closed:
             self._worker.join()  # closing answers everything, then the worker ends
         else:
@@ -271,7 +423,9 @@ class Publisher:
 
     def close(self) -> None:
         """Refuses new events, answers every one published before, then closes. Idempotent: a
-        second call waits for the first."""
+        second call waits for the first. Not on the worker thread (from a done-callback), which it
+        would wait for (``RuntimeError``, and the publisher stays open)."""
+        self._not_on_worker("close()")
         with self._lock:
             first = not self._closed
             self._closed = True
@@ -304,10 +458,18 @@ class Publisher:
                 time.sleep(delay)
         raise RunstreamError("unavailable", "out of attempts")
 
+    def _take(self, timeout: float | None = None):
+        """The next item of the queue, waiting at most ``timeout`` (None: for ever; 0: not at
+        all; queue.Empty past it). The room an event held is given back."""
+        item = self._queue.get_nowait() if timeout == 0 else self._queue.get(timeout=timeout)
+        if item is not None and item[3]:
+            self._room.release()
+        return item
+
     def _run(self) -> None:
         carry = None  # an event that did not fit the previous request: it starts the next
         while True:
-            item, carry = (carry, None) if carry is not None else (self._queue.get(), None)
+            item, carry = (carry, None) if carry is not None else (self._take(), None)
             if item is None:
                 return
             batch = [item]
@@ -317,7 +479,7 @@ class Publisher:
             while len(batch) < self._max_batch and batch[-1][0] is not None:
                 remaining = deadline - time.monotonic()
                 try:
-                    nxt = self._queue.get(timeout=max(0.0, remaining)) if remaining > 0 else self._queue.get_nowait()
+                    nxt = self._take(max(0.0, remaining))
                 except queue.Empty:
                     break
                 if nxt is None:
@@ -328,7 +490,7 @@ class Publisher:
                     carry = nxt
                     break
                 batch.append(nxt)
-            events = [(m, f) for m, _, f in batch if m is not None]
+            events = [(m, f) for m, _, f, _ in batch if m is not None]
             while events:
                 try:
                     outcome = self._deliver([m for m, _ in events], self.ack)
@@ -336,7 +498,7 @@ class Publisher:
                     outcome = err
                 if _settle(events, outcome):
                     break
-            for m, _, f in batch:
+            for m, _, f, _ in batch:
                 if m is None:
                     _answer(f)
             if stop:
@@ -347,7 +509,11 @@ class Publisher:
 
 
 class PublishStream:
-    """A ``PublishStream`` call: ``send`` returns the acks of its request; cancels go to ``on_cancel``."""
+    """A ``PublishStream`` call: ``send`` returns the acks of its request; cancels go to ``on_cancel``.
+
+    A request the broker refuses fails with the refusal; the ones sent after it fail with
+    ``unavailable`` (they may have been stored; ``event_ids`` to send them again on a new
+    stream), and later sends with ``closed``."""
 
     def __init__(self, channel, token, on_cancel, ids: _IdSource, ack: str, max_request_bytes: int):
         call = channel.stream_stream(
@@ -356,7 +522,9 @@ class PublishStream:
             response_deserializer=pb.PublishResponse.FromString,
         )
         self._requests: queue.Queue = queue.Queue()
-        self._waiting: list[Future] = []
+        # (the request's number on the stream, its event ids, its caller's future), in send order.
+        self._waiting: list[tuple[int, list[str], Future]] = []
+        self._sent = 0
         self._lock = threading.Lock()
         self._ids = ids
         self.ack = ack
@@ -370,12 +538,20 @@ class PublishStream:
         self._reader.start()
 
     def send(self, events: list[Event], timeout: float | None = None) -> list[Ack]:
+        """Sends one request and waits for its acks. Not from ``on_cancel``, which runs on the
+        thread that reads the answers: it would wait for itself, so it raises ``RuntimeError``."""
+        if threading.current_thread() is self._reader:
+            raise RuntimeError(
+                "send() was called on the stream's reader thread (from on_cancel), where it would wait "
+                "for its own answer; send from another thread"
+            )
         fut: Future = Future()
         req = _request(_protos(events, self._ids, self._max_request_bytes), self.ack)
         with self._lock:
             if self._ended is not None:
                 raise RunstreamError(self._ended.code, self._ended.message)
-            self._waiting.append(fut)
+            self._waiting.append((self._sent, [m.event_id for m in req.events], fut))
+            self._sent += 1
             self._requests.put(req)
         return fut.result(timeout)
 
@@ -390,17 +566,18 @@ class PublishStream:
                         self.on_cancel(c)
                     continue
                 with self._lock:
-                    fut = self._waiting.pop(0) if self._waiting else None
-                if fut:
-                    _answer(fut, [ack_of(a) for a in res.acks])
+                    answered = self._waiting.pop(0) if self._waiting else None
+                if answered:
+                    _answer(answered[2], [ack_of(a) for a in res.acks])
         except grpc.RpcError as err:
             ended = _error(err)
         finally:  # also when on_cancel raised: nobody else would answer
             with self._lock:
-                self._ended = ended
-                waiting, self._waiting = self._waiting, []
-            for f in waiting:
-                _answer(f, error=ended)
+                # Set with the waiting taken, under the lock: a send is either among them or refused.
+                answers, self._ended = _stream_ended(self._waiting, ended)
+                self._waiting = []
+            for fut, err in answers:
+                _answer(fut, error=err)
 
     def cancel(self) -> None:
         """Cancels the call (the broker stops reading it)."""
@@ -432,17 +609,29 @@ class AsyncPublisher:
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
         on_retry: OnRetry | None = None,
     ):
+        o = _options(
+            ack=ack,
+            linger_ms=linger_ms,
+            max_batch_events=max_batch_events,
+            max_attempts=max_attempts,
+            initial_delay_s=initial_delay_s,
+            max_delay_s=max_delay_s,
+            timeout_s=timeout_s,
+            max_queued=max_queued,
+            max_request_bytes=max_request_bytes,
+            id_prefix=id_prefix,
+        )
         self._target = target
         self._token = token
         self.ack = ack
-        self._linger_s = linger_ms / 1000
-        self._max_batch = max_batch_events
-        self._max_attempts = max_attempts
-        self._delays = (initial_delay_s, max_delay_s)
-        self._timeout_s = timeout_s
-        self._max_queued = max_queued
+        self._linger_s = o.linger_s
+        self._max_batch = o.max_batch
+        self._max_attempts = o.max_attempts
+        self._delays = o.delays
+        self._timeout_s = o.timeout_s
+        self._max_queued = o.max_queued
         self._ids = _IdSource(id_prefix) if id_prefix else _IdSource()
-        self._max_request_bytes = min(max_request_bytes, _MAX_SEND_BYTES)
+        self._max_request_bytes = o.max_request_bytes
         self._on_retry = on_retry
         self._channel: grpc.aio.Channel | None = None
         self._queue: asyncio.Queue | None = None
@@ -610,7 +799,9 @@ class AsyncPublishStream:
         self._max_request_bytes = max_request_bytes
         self.on_cancel = on_cancel
         self.cancels: list[Cancel] = []
-        self._waiting: list[asyncio.Future] = []
+        # (the request's number on the stream, its event ids, its caller's future), in send order.
+        self._waiting: list[tuple[int, list[str], asyncio.Future]] = []
+        self._sent = 0
         self._outbox: asyncio.Queue = asyncio.Queue()
         # Why the call ended, once it has: later sends fail with it at once.
         self._ended: RunstreamError | None = None
@@ -626,7 +817,8 @@ class AsyncPublishStream:
         if self._ended is not None:
             raise RunstreamError(self._ended.code, self._ended.message)
         fut = asyncio.get_running_loop().create_future()
-        self._waiting.append(fut)
+        self._waiting.append((self._sent, [m.event_id for m in req.events], fut))
+        self._sent += 1
         self._outbox.put_nowait(req)
         return await fut
 
@@ -654,7 +846,7 @@ class AsyncPublishStream:
                         self.on_cancel(c)
                     continue
                 if self._waiting:
-                    _answer(self._waiting.pop(0), [ack_of(a) for a in res.acks])
+                    _answer(self._waiting.pop(0)[2], [ack_of(a) for a in res.acks])
         except grpc.aio.AioRpcError as err:
             ended = _error(err)
         except asyncio.CancelledError:
@@ -662,10 +854,10 @@ class AsyncPublishStream:
                 raise  # this task was cancelled, not the call
             ended = RunstreamError("cancelled", "the stream was cancelled")
         finally:
-            self._ended = ended
-            waiting, self._waiting = self._waiting, []
-            for f in waiting:
-                _answer(f, error=ended)
+            answers, self._ended = _stream_ended(self._waiting, ended)
+            self._waiting = []
+            for fut, err in answers:
+                _answer(fut, error=err)
             if self._call.done():
                 self._writer.cancel()  # nothing more can be written (a write may wait forever)
 

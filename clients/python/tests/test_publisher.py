@@ -25,16 +25,6 @@ def test_sync_publisher_persisted_acks_and_retries_are_stored_once(grpc_target, 
     assert [e["seq"] for e in page["events"]] == list(range(1, 21))
 
 
-def test_generated_ids_are_fixed_before_the_first_send(grpc_target, thread):
-    with Publisher(grpc_target, ack="PERSISTED", id_prefix="gen") as pub:
-        events = [Event(thread, "run-1", "ai_chunk", "message", {"i": i}) for i in range(3)]
-        first = pub.publish_batch(events)
-        assert [a.event_id for a in first] == ["gen-1", "gen-2", "gen-3"]
-        # The same Event objects again (as a retry would send them): the same ids, duplicates.
-        second = pub.publish_batch(events)
-        assert [(a.event_id, a.duplicate, a.seq) for a in second] == [("gen-1", True, 1), ("gen-2", True, 2), ("gen-3", True, 3)]
-
-
 def test_a_refusal_names_the_field_and_stores_nothing(grpc_target, http_url, thread):
     with Publisher(grpc_target) as pub:
         with pytest.raises(RunstreamError) as err:
@@ -434,3 +424,298 @@ def test_a_refusal_by_value_fails_every_event_of_that_value_in_one_answer(grpc_t
     assert [isinstance(r, Exception) for r in results] == [t == "bad type" for t in types]
     assert _requests(http_url, "invalid_argument") - refused == 1
     assert _requests(http_url, "ok") - ok == 1
+
+
+def test_an_event_object_published_again_is_a_new_event(grpc_target, http_url, thread):
+    """One Event object reused for each token, only its content changed: every publish is a new
+    event. The generated id was written into the caller's object, so the second and third went
+    with the first one's id and were dropped as its duplicates (their content lost)."""
+    tokens = ["Hello", " world", "!"]
+
+    def reuse(publish, t):
+        ev = Event(t, "run-1", "ai_chunk", "message")
+        acks = []
+        for tok in tokens:
+            ev.content = tok
+            acks.append(publish(ev))
+        assert [a.duplicate for a in acks] == [False] * 3
+        assert len({a.event_id for a in acks}) == 3
+        assert [e["content"] for e in _stored(http_url, t, 3)] == tokens
+        assert ev.event_id == "", "the caller's event was changed"
+
+    with Publisher(grpc_target, ack="PERSISTED") as pub:
+        reuse(lambda e: pub.publish(e).result(30), thread)
+        reuse(lambda e: pub.publish_batch([e])[0], f"{thread}-b")
+        stream = pub.open_stream()
+        reuse(lambda e: stream.send([e], timeout=30)[0], f"{thread}-s")
+        stream.close()
+
+    async def main():
+        async with AsyncPublisher(grpc_target, ack="PERSISTED") as pub:
+            ev = Event(f"{thread}-a", "run-1", "ai_chunk", "message")
+            acks = []
+            for tok in tokens:
+                ev.content = tok
+                acks.append(await pub.publish(ev))
+            ev.content = "?"
+            acks.append((await pub.publish_batch([ev]))[0])
+            stream = pub.open_stream()
+            ev.content = "."
+            acks.append((await stream.send([ev]))[0])
+            await stream.close()
+            assert ev.event_id == ""
+            return acks
+
+    acks = asyncio.run(main())
+    assert [a.duplicate for a in acks] == [False] * 5
+    assert [e["content"] for e in _stored(http_url, f"{thread}-a", 5)] == [*tokens, "?", "."]
+
+
+class _AnswerLost:
+    """A relay to the broker that loses the answer of every other Publish (the first, the third,
+    …): the broker stores the request, the client hears UNAVAILABLE and sends it again."""
+
+    def __init__(self, target: str):
+        from concurrent.futures import ThreadPoolExecutor
+
+        import grpc
+
+        self._grpc = grpc
+        self._upstream = grpc.insecure_channel(target, options=[("grpc.enable_http_proxy", 0)])
+        self._forward = self._upstream.unary_unary("/runstream.v1.Ingest/Publish")  # bytes as they are
+        self.requests: list = []
+        self._server = grpc.server(ThreadPoolExecutor(4))
+        handler = grpc.method_handlers_generic_handler(
+            "runstream.v1.Ingest", {"Publish": grpc.unary_unary_rpc_method_handler(self._publish)}
+        )
+        self._server.add_generic_rpc_handlers((handler,))
+        self.target = f"127.0.0.1:{self._server.add_insecure_port('127.0.0.1:0')}"
+        self._server.start()
+
+    def _publish(self, raw: bytes, context):
+        from runstream.v1 import runstream_pb2 as pb
+
+        self.requests.append([e.event_id for e in pb.PublishRequest.FromString(raw).events])
+        answer = self._forward(raw, timeout=30)
+        if len(self.requests) % 2 == 1:
+            context.abort(self._grpc.StatusCode.UNAVAILABLE, "the answer was lost")
+        return answer
+
+    def close(self) -> None:
+        self._server.stop(None)
+        self._upstream.close()
+
+
+def test_a_retry_resends_the_generated_ids_and_is_stored_once(grpc_target, http_url, thread):
+    """An id the publisher makes up is fixed when the event is handed over: the answer to the
+    first request lost, the retry carries the same ids, and the events are stored once."""
+    relay = _AnswerLost(grpc_target)
+    retries: list = []
+    try:
+        with Publisher(
+            relay.target, ack="PERSISTED", id_prefix="gen", initial_delay_s=0.001, on_retry=lambda *a: retries.append(a[1])
+        ) as pub:
+            ev = Event(thread, "run-1", "ai_chunk", "message", {"i": 1})
+            one = pub.publish(ev).result(30)
+            batch = pub.publish_batch([Event(thread, "run-1", "ai_chunk", "message", {"i": i}) for i in (2, 3)])
+    finally:
+        relay.close()
+    assert retries == [1, 1]
+    assert relay.requests == [["gen-1"], ["gen-1"], ["gen-2", "gen-3"], ["gen-2", "gen-3"]]
+    assert [(a.event_id, a.duplicate, a.seq) for a in [one, *batch]] == [
+        ("gen-1", True, 1), ("gen-2", True, 2), ("gen-3", True, 3)
+    ]
+    assert [(e["event_id"], e["seq"]) for e in _stored(http_url, thread, 3)] == [("gen-1", 1), ("gen-2", 2), ("gen-3", 3)]
+    assert ev.event_id == ""
+
+
+def _no_answer(err, ids):
+    """A stream request left without an answer by another request's refusal: retryable, and it
+    carries its ids for the resend."""
+    return (
+        isinstance(err, RunstreamError)
+        and err.code == "unavailable"
+        and "may have been stored" in err.message
+        and err.event_ids == ids
+    )
+
+
+def _stream_event(t, i):
+    if i == 2:
+        return Event(t, "run-1", "ai_chunk", "message", content_json="{nope")
+    return Event(t, "run-1", "ai_chunk", "message", {"i": i})
+
+
+def test_a_stream_refusal_fails_that_request_and_those_behind_it_may_be_resent(grpc_target, http_url, thread):
+    """Request 2 of five pipelined on a stream is refused: it fails with the refusal, and 3 and 4,
+    which the broker may have stored, fail as retryable with their ids (they failed with request
+    2's invalid_argument, and a caller dropping them as refused lost them). Sent again with those
+    ids on a new stream, every event is stored once."""
+    from dataclasses import replace
+
+    ev = _stream_event
+
+    async def main():
+        async with AsyncPublisher(grpc_target, ack="PERSISTED", id_prefix="as") as pub:
+            stream = pub.open_stream()
+            events = [ev(thread, i) for i in range(5)]
+            results = await asyncio.gather(*(stream.send([e]) for e in events), return_exceptions=True)
+            assert [a.event_id for [a] in results[:2]] == ["as-1", "as-2"]
+            assert results[2].code == "invalid_argument" and "content_json" in results[2].message
+            assert _no_answer(results[3], ["as-4"]) and _no_answer(results[4], ["as-5"]), results[3:]
+            with pytest.raises(RunstreamError) as err:  # not sent: the stream has ended
+                await stream.send([ev(thread, 5)])
+            assert err.value.code == "closed"
+            again = pub.open_stream()
+            for i in (3, 4):
+                await again.send([replace(events[i], event_id=results[i].event_ids[0])])
+            await again.close()
+
+    asyncio.run(main())
+    assert [(e["event_id"], e["content"]) for e in _stored(http_url, thread, 4)] == [
+        ("as-1", {"i": 0}), ("as-2", {"i": 1}), ("as-4", {"i": 3}), ("as-5", {"i": 4})
+    ]
+
+
+def test_a_sync_stream_refusal_fails_that_request_alone(grpc_target, http_url, thread):
+    """The sync stream, as above: the refused request first, then two more from other threads,
+    which the refusal may overtake (then they were never sent, and fail with `closed`). Neither
+    fails with the refusal."""
+    from dataclasses import replace
+
+    ev = _stream_event
+    t = thread
+    with Publisher(grpc_target, ack="PERSISTED", id_prefix="ss") as pub:
+        stream = pub.open_stream()
+        results: dict = {}
+
+        def send(i):
+            try:
+                results[i] = stream.send([ev(t, i)], timeout=30)
+            except RunstreamError as err:
+                results[i] = err
+
+        first = threading.Thread(target=send, args=(2,))
+        first.start()
+        while not stream._waiting and first.is_alive():  # the refused request is queued
+            time.sleep(0.0005)
+        rest = [threading.Thread(target=send, args=(i,)) for i in (3, 4)]
+        for th in rest:
+            th.start()
+        for th in [first, *rest]:
+            th.join(30)
+        assert results[2].code == "invalid_argument" and "content_json" in results[2].message
+        for i in (3, 4):
+            err = results[i]
+            assert err.code in ("closed", "unavailable"), err
+            if err.code == "closed":  # never sent
+                pub.publish_batch([ev(t, i)])
+            else:
+                assert _no_answer(err, err.event_ids) and err.event_ids[0] in ("ss-2", "ss-3"), err
+                pub.publish_batch([replace(ev(t, i), event_id=err.event_ids[0])])
+    assert sorted(e["content"]["i"] for e in _stored(http_url, t, 2)) == [3, 4]
+
+
+def test_a_done_callback_that_publishes_into_a_full_queue_never_blocks_the_publisher(grpc_target, http_url, thread):
+    """Done-callbacks run on the publisher's worker thread. One that published more than
+    max_queued events blocked the worker on its own full queue: nothing was sent again and
+    close() never returned. From that thread, publish() now admits the event past the bound,
+    and flush(), publish_many() and close(), which would wait for the worker itself, raise at
+    once (and the publisher stays open)."""
+    pub = Publisher(grpc_target, max_queued=2)
+    chained: list = []
+    refused: list = []
+    done = threading.Event()
+
+    def chain(_f):
+        try:
+            chained.extend(pub.publish(chunk(thread, i)) for i in range(2, 7))
+            for call in (pub.flush, lambda: pub.publish_many([chunk(thread, 9)]), pub.close):
+                try:
+                    call()
+                except RuntimeError as err:
+                    refused.append(str(err))
+        finally:
+            done.set()
+
+    pub.publish(chunk(thread, 1)).add_done_callback(chain)
+    assert done.wait(30), "the callback is blocked in publish()"
+    assert [f.result(30).event_id for f in chained] == [f"e{i}" for i in range(2, 7)]
+    assert len(refused) == 3 and all("worker thread" in r for r in refused), refused
+    closer = threading.Thread(target=pub.close, daemon=True)
+    closer.start()
+    closer.join(30)
+    assert not closer.is_alive(), "close() hung"
+    assert [e["event_id"] for e in _stored(http_url, thread, 6)] == [f"e{i}" for i in range(1, 7)]
+
+
+_BAD_OPTIONS = [
+    ("max_request_bytes", float("nan")),
+    ("max_request_bytes", float("inf")),
+    ("max_request_bytes", 0),
+    ("max_request_bytes", 1.5),
+    ("max_request_bytes", "16MiB"),
+    ("max_batch_events", 0),
+    ("max_batch_events", float("nan")),
+    ("max_batch_events", True),
+    ("max_queued", 0),
+    ("max_queued", -1),
+    ("max_queued", float("inf")),
+    ("max_attempts", 0),
+    ("max_attempts", 2.5),
+    ("linger_ms", float("nan")),
+    ("linger_ms", -1),
+    ("linger_ms", float("inf")),
+    ("initial_delay_s", float("nan")),
+    ("initial_delay_s", -0.1),
+    ("max_delay_s", float("inf")),
+    ("timeout_s", float("nan")),
+    ("timeout_s", 0),
+    ("timeout_s", float("inf")),
+    ("ack", "persisted"),
+    ("id_prefix", "has space"),
+]
+
+
+@pytest.mark.parametrize("name,value", _BAD_OPTIONS)
+def test_a_bad_option_is_refused_when_the_publisher_is_made(name, value):
+    """max_request_bytes=NaN turned off the size check (every comparison with NaN is false);
+    max_queued=0 made the queue unbounded; a NaN linger or deadline misbehaved later. Every
+    option is checked when the publisher is made, and the error names it."""
+    for cls in (Publisher, AsyncPublisher):
+        with pytest.raises(ValueError, match=rf"\b{name}\b"):
+            cls("127.0.0.1:1", **{name: value})
+
+
+def test_every_bad_option_is_named_at_once():
+    with pytest.raises(ValueError) as err:
+        Publisher("127.0.0.1:1", max_request_bytes=float("nan"), max_queued=0, linger_ms=-1)
+    assert all(name in str(err.value) for name in ("max_request_bytes", "max_queued", "linger_ms"))
+    # Whole numbers written as floats are fine, as are the defaults.
+    Publisher("127.0.0.1:1", max_request_bytes=1e6, max_queued=1e3, linger_ms=0.5).close()
+
+
+def test_a_sync_stream_send_from_on_cancel_raises_instead_of_waiting_for_itself(grpc_target, http_url, thread):
+    """on_cancel runs on the stream's reader thread. A send() from it (the run's end, on hearing
+    the cancel) waited for an answer only that thread could read: the stream stopped for good."""
+    heard: list = []
+    done = threading.Event()
+    with Publisher(grpc_target, ack="PERSISTED") as pub:
+
+        def on_cancel(c):
+            try:
+                stream.send([Event(thread, "run-x", "run_end", "lifecycle", {"status": "cancelled"}, event_id="x2")])
+            except RuntimeError as err:
+                heard.append(str(err))
+            finally:
+                done.set()
+
+        stream = pub.open_stream(on_cancel=on_cancel)
+        stream.send([Event(thread, "run-x", "run_start", "lifecycle", {}, event_id="x1")], timeout=30)
+        HistoryClient(http_url).cancel_run(thread, "run-x")
+        assert done.wait(60), "send() in on_cancel is waiting for itself"
+        assert len(heard) == 1 and "reader thread" in heard[0], heard
+        # The stream goes on: the run's end, sent from this thread.
+        [end] = stream.send([Event(thread, "run-x", "run_end", "lifecycle", {"status": "cancelled"}, event_id="x2")], timeout=30)
+        assert end.seq == 3
+        stream.close()
