@@ -14,7 +14,14 @@ export interface HistoryClientOptions {
   getToken?: () => string | Promise<string>;
   /** Default: `globalThis.fetch`. */
   fetch?: typeof fetch;
+  /**
+   * The largest answer read (default 64 MiB; the broker's pages are at most its
+   * `RS_MAX_PAGE_BYTES`, 2 MiB, of content): a longer one is cut off with `resource_exhausted`.
+   */
+  maxResponseBytes?: number;
 }
+
+export const DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
 
 export interface PageQuery {
   afterSeq?: number;
@@ -78,6 +85,13 @@ export class HistoryClient {
     this.#opts = opts;
     const f = opts.fetch ?? globalThis.fetch;
     if (f === undefined) throw new RunstreamError('unsupported', 'no fetch: pass { fetch }');
+    const max = opts.maxResponseBytes;
+    if (max !== undefined && !(Number.isSafeInteger(max) && max >= 1)) {
+      throw new RunstreamError(
+        'invalid_argument',
+        `maxResponseBytes: must be an integer of at least 1, not ${max}`,
+      );
+    }
     this.#fetch = f.bind(globalThis);
   }
 
@@ -108,8 +122,15 @@ export class HistoryClient {
     for (;;) {
       const page = await this.listEvents(threadId, { ...q, afterSeq: after });
       yield* page.events;
-      after = page.next_after_seq ?? after;
+      const next = page.next_after_seq ?? page.events.at(-1)?.seq ?? after;
       if (!page.has_more) return;
+      if (!(next > after)) {
+        throw new RunstreamError(
+          'protocol_error',
+          `the broker answered has_more without moving the cursor past ${after}`,
+        );
+      }
+      after = next;
     }
   }
 
@@ -211,7 +232,7 @@ export class HistoryClient {
         cause: err,
       });
     }
-    const text = await res.text();
+    const text = await this.#body(res, method, path);
     if (!res.ok) {
       let code = 'internal';
       let message = text;
@@ -224,7 +245,61 @@ export class HistoryClient {
       }
       throw new RunstreamError(code, message, { status: res.status });
     }
-    return (text === '' ? {} : JSON.parse(text)) as T;
+    if (text === '') return {} as T;
+    try {
+      return JSON.parse(text) as T;
+    } catch {
+      throw new RunstreamError(
+        'protocol_error',
+        `${method} ${path}: the answer is not JSON: ${text.slice(0, 100)}`,
+        {
+          status: res.status,
+        },
+      );
+    }
+  }
+
+  /** The answer's text, read up to maxResponseBytes. */
+  async #body(res: Response, method: string, path: string): Promise<string> {
+    const max = this.#opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
+    const declared = Number(res.headers.get('content-length') ?? Number.NaN);
+    const tooLarge = (): RunstreamError =>
+      new RunstreamError(
+        'resource_exhausted',
+        `${method} ${path}: the answer is larger than maxResponseBytes (${max})`,
+      );
+    if (declared > max) {
+      await res.body?.cancel().catch(() => undefined);
+      throw tooLarge();
+    }
+    if (res.body === null) return '';
+    const reader = res.body.getReader();
+    const chunks: Uint8Array[] = [];
+    let size = 0;
+    try {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        size += value.byteLength;
+        if (size > max) {
+          await reader.cancel().catch(() => undefined);
+          throw tooLarge();
+        }
+        chunks.push(value);
+      }
+    } catch (err) {
+      if (err instanceof RunstreamError) throw err;
+      throw new RunstreamError('connection_failed', `${method} ${path}: ${(err as Error).message}`, {
+        cause: err,
+      });
+    }
+    const all = new Uint8Array(size);
+    let at = 0;
+    for (const c of chunks) {
+      all.set(c, at);
+      at += c.byteLength;
+    }
+    return new TextDecoder().decode(all);
   }
 }
 

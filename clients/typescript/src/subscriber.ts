@@ -75,6 +75,15 @@ export interface SubscribeOptions {
   pingIntervalMs?: number;
   /** Give up after this many reconnects in a row that made no progress. Default: never. */
   maxReconnectAttempts?: number;
+  /**
+   * Items received and not yet taken by the iterator, at most (default 10 000). When they reach
+   * it the subscription stops reading: it closes its connection and resubscribes from what was
+   * taken once half are, so a slow consumer holds this many items, never a whole thread.
+   * (Long-poll: this many and one page.)
+   */
+  maxBufferedItems?: number;
+  /** A WebSocket that has not opened within this long is given up on and retried (default 20 000). */
+  connectTimeoutMs?: number;
   /** Aborting closes the subscription. */
   signal?: AbortSignal;
   /**
@@ -105,6 +114,12 @@ export type SubscriptionState = 'connecting' | 'catching_up' | 'live' | 'reconne
 
 const SUBSCRIPTION_ID = 's1';
 export const DEFAULT_POLL_WAIT_MS = 25_000;
+export const DEFAULT_MAX_BUFFERED_ITEMS = 10_000;
+export const DEFAULT_CONNECT_TIMEOUT_MS = 20_000;
+/** A long-poll answered empty before its wait was over waits at least this long before the next. */
+const EMPTY_POLL_PAUSE_MS = 100;
+/** The longest a Node timer waits. */
+const MAX_TIMER_MS = 2_147_483_647;
 const POLL_PAGE_LIMIT = 500;
 /** History answers these for a request a retry cannot fix. */
 const FATAL_HTTP_STATUSES = new Set([400, 403, 404, 405, 410, 416]);
@@ -148,9 +163,20 @@ export class Subscription implements AsyncIterable<SubscriptionItem>, AsyncDispo
   readonly #opts: SubscribeOptions;
   readonly #WebSocket: WebSocketConstructor;
   readonly #abort = new AbortController();
-  readonly #queue: SubscriptionItem[] = [];
-  #wake: (() => void) | undefined;
+  /** Items received and not yet taken, each with the cursor once it is taken. */
+  #queue: { item: SubscriptionItem; cursor: number | undefined }[] = [];
+  /** Iterators waiting for an item. */
+  readonly #waiting = new Set<() => void>();
+  /** The cursor of what arrived: resumes start after it. */
   #cursor: number | undefined;
+  /** The cursor of what the caller has been given (iteration); see {@link Subscription.cursor}. */
+  #given: number | undefined;
+  /** The buffer reached maxBufferedItems: stop reading until it is half empty. */
+  #full = false;
+  /** Real progress since the last 4001: the next 4001 refreshes at once again. */
+  #refreshesInARow = 0;
+  readonly #maxBuffered: number;
+  readonly #onAbort = (): void => this.close();
   #state: SubscriptionState = 'connecting';
   #ws: WebSocketLike | undefined;
   #done = false;
@@ -178,16 +204,27 @@ export class Subscription implements AsyncIterable<SubscriptionItem>, AsyncDispo
     this.#callbackMode = opts.onItem !== undefined || opts.onEvent !== undefined;
     if (opts.afterSeq !== undefined) this.#cursor = opts.afterSeq;
     else if (!opts.liveOnly && opts.fromOffset === undefined) this.#cursor = 0;
+    this.#given = this.#cursor;
+    this.#maxBuffered = opts.maxBufferedItems ?? DEFAULT_MAX_BUFFERED_ITEMS;
     if (opts.signal) {
       if (opts.signal.aborted) this.#abort.abort();
-      else opts.signal.addEventListener('abort', () => this.close(), { once: true });
+      else opts.signal.addEventListener('abort', this.#onAbort, { once: true });
     }
     this.finished = this.#run();
   }
 
-  /** The last seq delivered or skipped; resume after it. `undefined` before a live-only or offset start has one. */
+  /**
+   * The last seq given to the caller or skipped before it; resume after it. Items received and
+   * not yet taken by the iterator are not covered, so a subscription left early resumes with
+   * them. `undefined` before a live-only or offset start has one.
+   */
   get cursor(): number | undefined {
-    return this.#cursor;
+    return this.#callbackMode ? this.#cursor : this.#given;
+  }
+
+  /** Items received and not yet taken by the iterator. */
+  get buffered(): number {
+    return this.#queue.length;
   }
 
   get state(): SubscriptionState {
@@ -203,6 +240,8 @@ export class Subscription implements AsyncIterable<SubscriptionItem>, AsyncDispo
     if (this.#abort.signal.aborted) return;
     this.#abort.abort();
     this.#ws?.close(1000, 'client closed');
+    // What nobody took is dropped; the cursor stays at what was taken.
+    this.#queue = [];
     this.#notify();
   }
 
@@ -221,11 +260,15 @@ export class Subscription implements AsyncIterable<SubscriptionItem>, AsyncDispo
     return {
       next: async (): Promise<IteratorResult<SubscriptionItem>> => {
         for (;;) {
-          const item = this.#queue.shift();
-          if (item !== undefined) return { value: item, done: false };
+          const entry = this.#queue.shift();
+          if (entry !== undefined) {
+            this.#given = entry.cursor;
+            if (this.#full && this.#queue.length <= this.#maxBuffered / 2) this.#notify();
+            return { value: entry.item, done: false };
+          }
           if (this.#done || this.#abort.signal.aborted) return { value: undefined, done: true };
           await new Promise<void>((resolve) => {
-            this.#wake = resolve;
+            this.#waiting.add(resolve);
           });
         }
       },
@@ -237,7 +280,8 @@ export class Subscription implements AsyncIterable<SubscriptionItem>, AsyncDispo
   }
 
   #emit(item: SubscriptionItem): void {
-    if (this.#failed) return;
+    // Frames still arriving on a closed subscription's socket are nobody's.
+    if (this.#failed || this.#abort.signal.aborted) return;
     this.#last = item;
     if (this.#callbackMode) {
       try {
@@ -261,14 +305,32 @@ export class Subscription implements AsyncIterable<SubscriptionItem>, AsyncDispo
       }
       return;
     }
-    this.#queue.push(item);
+    this.#queue.push({ item, cursor: this.#cursor });
+    if (this.#queue.length >= this.#maxBuffered && !this.#full) {
+      // Stop reading: the connection goes, and a new one resumes from the cursor once there is room.
+      this.#full = true;
+      this.#ws?.close(1000, 'client buffer full');
+    }
     this.#notify();
   }
 
+  /** The cursor moved past what no item stands for (skipped events): the caller has it once nothing waits. */
+  #skipped(): void {
+    if (this.#queue.length === 0) this.#given = this.#cursor;
+  }
+
   #notify(): void {
-    const wake = this.#wake;
-    this.#wake = undefined;
-    wake?.();
+    const waiting = [...this.#waiting];
+    this.#waiting.clear();
+    for (const wake of waiting) wake();
+  }
+
+  /** Resolves once the buffer is half empty again (or the subscription is closed). */
+  async #roomAgain(): Promise<void> {
+    while (this.#queue.length > this.#maxBuffered / 2 && !this.#abort.signal.aborted) {
+      await new Promise<void>((resolve) => this.#waiting.add(resolve));
+    }
+    this.#full = false;
   }
 
   async #run(): Promise<SubscriptionItem | undefined> {
@@ -277,6 +339,7 @@ export class Subscription implements AsyncIterable<SubscriptionItem>, AsyncDispo
     this.#state = 'closed';
     this.#done = true;
     this.#ws = undefined;
+    this.#opts.signal?.removeEventListener('abort', this.#onAbort);
     this.#notify();
     return this.#abort.signal.aborted && !this.#failed ? undefined : this.#last;
   }
@@ -293,6 +356,11 @@ export class Subscription implements AsyncIterable<SubscriptionItem>, AsyncDispo
         }),
       );
       if (outcome.final || signal.aborted) break;
+      if (this.#full) {
+        // Not a failure: the caller is behind. Resume once it has taken half of what waits.
+        await this.#roomAgain();
+        continue;
+      }
       if (outcome.progressed) attempt = 0;
       const max = this.#opts.maxReconnectAttempts ?? Number.POSITIVE_INFINITY;
       if (attempt >= max) {
@@ -306,8 +374,8 @@ export class Subscription implements AsyncIterable<SubscriptionItem>, AsyncDispo
         });
         break;
       }
-      const delayMs = outcome.immediate ? 0 : backoffDelayMs(attempt, this.#opts.backoff);
-      attempt++;
+      // A token refresh is not an attempt: it costs no wait and counts for nothing.
+      const delayMs = outcome.immediate ? 0 : backoffDelayMs(attempt++, this.#opts.backoff);
       this.#state = 'reconnecting';
       this.#emit({ type: 'reconnecting', attempt, delayMs, cursor: this.#cursor, reason: outcome.reason });
       await sleep(delayMs, signal);
@@ -339,7 +407,9 @@ export class Subscription implements AsyncIterable<SubscriptionItem>, AsyncDispo
     let runSeen = false;
     let startChecked = false;
     this.#state = 'catching_up';
+    let idle = 0;
     while (!signal.aborted) {
+      if (this.#full) await this.#roomAgain();
       try {
         if (this.#cursor === undefined) {
           // live_only: start at the thread's head.
@@ -349,6 +419,7 @@ export class Subscription implements AsyncIterable<SubscriptionItem>, AsyncDispo
             signal,
           });
           this.#cursor = head.events[0]?.seq ?? 0;
+          this.#skipped();
         }
         const before = this.#cursor;
         if (o.runId !== undefined && !startChecked) {
@@ -358,13 +429,17 @@ export class Subscription implements AsyncIterable<SubscriptionItem>, AsyncDispo
           runSeen ||= ended === 'seen';
           startChecked = true;
         }
+        const waitMs = live ? (o.pollWaitMs ?? DEFAULT_POLL_WAIT_MS) : 0;
+        const asked = Date.now();
         const page = await history.listEvents(o.threadId, {
           ...filters,
           afterSeq: this.#cursor,
           limit: POLL_PAGE_LIMIT,
           signal,
-          ...(live ? { waitMs: o.pollWaitMs ?? DEFAULT_POLL_WAIT_MS } : {}),
+          ...(live ? { waitMs } : {}),
         });
+        const problem = pageProblem(page, this.#cursor, this.threadId);
+        if (problem !== undefined) throw new RunstreamError('protocol_error', problem);
         attempt = 0;
         for (const e of page.events) {
           if (e.seq <= this.#cursor) continue;
@@ -372,6 +447,7 @@ export class Subscription implements AsyncIterable<SubscriptionItem>, AsyncDispo
           this.#emit({ type: 'event', event: e });
         }
         this.#cursor = Math.max(this.#cursor, page.next_after_seq ?? this.#cursor);
+        this.#skipped();
         if (page.end !== undefined) {
           // The broker's own word that the run ended by the cursor (a run's long-poll says so).
           this.#cursor = Math.max(this.#cursor, page.end.seq);
@@ -387,7 +463,10 @@ export class Subscription implements AsyncIterable<SubscriptionItem>, AsyncDispo
           live = true;
           this.#state = 'live';
           this.#emit({ type: 'live', seq: this.#cursor });
-        }
+        } else if (live && this.#cursor === before && Date.now() - asked < waitMs) {
+          // Nothing, before the wait was over: a server that does not wait is not asked in a loop.
+          await sleep(Math.max(EMPTY_POLL_PAUSE_MS, backoffDelayMs(idle++, o.backoff)), signal);
+        } else idle = 0;
       } catch (err) {
         if (signal.aborted) return;
         const e = err instanceof RunstreamError ? err : new RunstreamError('connection_failed', String(err));
@@ -448,10 +527,17 @@ export class Subscription implements AsyncIterable<SubscriptionItem>, AsyncDispo
 
   async #connectOnce(): Promise<ConnectionOutcome> {
     this.#state = 'connecting';
-    const token = this.#opts.getToken ? await this.#opts.getToken() : this.#opts.token;
+    const getToken = this.#opts.getToken;
+    const token = getToken ? await untilAborted(getToken, this.#abort.signal) : this.#opts.token;
     if (this.#abort.signal.aborted) return { final: true, progressed: false, reason: 'closed' };
     const ws = new this.#WebSocket(withToken(this.#opts.url, token));
     this.#ws = ws;
+    const connectTimeoutMs = this.#opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
+    let timedOut = false;
+    const openTimer = setTimeout(() => {
+      timedOut = true;
+      ws.close();
+    }, connectTimeoutMs);
     // Chat frames of one event may share its seq; only what the resume point covers is a repeat.
     const resumedAfter = this.#cursor ?? -1;
     let progressed = false;
@@ -459,6 +545,8 @@ export class Subscription implements AsyncIterable<SubscriptionItem>, AsyncDispo
     let final: string | undefined;
     let serverReason: string | undefined;
     let lastError = '';
+    /** A frame the protocol does not allow came: nothing more is taken from this connection. */
+    let broken: string | undefined;
 
     const finish = (reason: string): void => {
       final = reason;
@@ -472,11 +560,14 @@ export class Subscription implements AsyncIterable<SubscriptionItem>, AsyncDispo
     };
 
     const onFrame = (f: ServerFrame): void => {
-      if (final !== undefined) return;
+      if (final !== undefined || broken !== undefined || this.#full) return;
       if (f.type === 'error' && f.id === null) {
         // slow_consumer / token_expired (then 4008 / 4001), or too many connections (then 1013).
         const c = f.cursors?.[SUBSCRIPTION_ID];
-        if (c !== undefined) advance(c);
+        if (c !== undefined) {
+          advance(c);
+          this.#skipped();
+        }
         serverReason = `${f.code}: ${f.message}`;
         return;
       }
@@ -532,31 +623,53 @@ export class Subscription implements AsyncIterable<SubscriptionItem>, AsyncDispo
     const stopPinging = this.#heartbeat(ws);
     return new Promise<ConnectionOutcome>((resolve) => {
       ws.onopen = (() => {
+        clearTimeout(openTimer);
         opened = true;
         this.#state = 'catching_up';
         ws.send(JSON.stringify(this.#subscribeFrame()));
       }) as () => void;
       ws.onmessage = ((ev: { data: unknown }) => {
-        if (typeof ev.data !== 'string') return;
-        let frame: ServerFrame;
+        if (final !== undefined || broken !== undefined || this.#full) return;
+        let frame: unknown;
         try {
-          frame = JSON.parse(ev.data) as ServerFrame;
+          frame = typeof ev.data === 'string' ? JSON.parse(ev.data) : undefined;
         } catch {
+          frame = undefined;
+        }
+        const problem =
+          frame === undefined ? 'a frame that is not JSON text' : frameProblem(frame, this.threadId);
+        if (problem === undefined) {
+          onFrame(frame as ServerFrame);
           return;
         }
-        onFrame(frame);
+        // A mangled frame may have been an event: resume from the cursor rather than skip it.
+        broken = `the broker sent ${problem}`;
+        this.#emit({ type: 'error', error: new RunstreamError('protocol_error', broken), retrying: true });
+        ws.close(1000, 'protocol error');
       }) as (ev: { data: unknown }) => void;
       ws.onerror = ((ev: { message?: unknown; error?: unknown }) => {
+        if (timedOut) return;
         if (typeof ev.message === 'string') lastError = ev.message;
         else if (ev.error instanceof Error) lastError = ev.error.message;
       }) as (ev: { message?: unknown }) => void;
       ws.onclose = ((ev: { code: number; reason: string }) => {
+        clearTimeout(openTimer);
         stopPinging();
         if (this.#ws === ws) this.#ws = undefined;
+        if (progressed) this.#refreshesInARow = 0;
         if (final !== undefined || this.#abort.signal.aborted) {
           resolve({ final: true, progressed, reason: final ?? 'closed' });
           return;
         }
+        if (this.#full) {
+          resolve({ final: false, progressed: true, reason: 'client buffer full' });
+          return;
+        }
+        if (broken !== undefined) {
+          resolve({ final: false, progressed, reason: broken });
+          return;
+        }
+        if (timedOut) lastError = `the WebSocket did not open within ${connectTimeoutMs} ms`;
         resolve(this.#classifyClose(ev.code, ev.reason, opened, progressed, serverReason ?? lastError));
       }) as (ev: { code: number; reason: string }) => void;
     });
@@ -611,7 +724,11 @@ export class Subscription implements AsyncIterable<SubscriptionItem>, AsyncDispo
     }
     if (code === CLOSE_TOKEN_EXPIRED) {
       if (this.#opts.getToken === undefined) return fail('token_expired', why);
-      return { final: false, progressed: true, immediate: true, reason: why };
+      // A fresh token at once, the first time in a row; a broker that keeps refusing them is
+      // retried with backoff, and counted.
+      if (this.#refreshesInARow++ === 0)
+        return { final: false, progressed: true, immediate: true, reason: why };
+      return { final: false, progressed, reason: why };
     }
     if (FATAL_CLOSE_CODES.has(code)) return fail('invalid_argument', why);
     return { final: false, progressed, reason: why };
@@ -630,7 +747,129 @@ function withToken(url: string, token: string | undefined): string {
   return `${url}${url.includes('?') ? '&' : '?'}access_token=${encodeURIComponent(token)}`;
 }
 
+const invalid = (field: string, problem: string): RunstreamError =>
+  new RunstreamError('invalid_argument', `${field}: ${problem}`);
+
+/** `fn()`, or undefined once `signal` aborts (a token source that never answers cannot hold a closed subscription). */
+function untilAborted<T>(fn: () => T | Promise<T>, signal: AbortSignal): Promise<T | undefined> {
+  if (signal.aborted) return Promise.resolve(undefined);
+  return new Promise<T | undefined>((resolve, reject) => {
+    const onAbort = (): void => resolve(undefined);
+    signal.addEventListener('abort', onAbort, { once: true });
+    Promise.resolve()
+      .then(fn)
+      .then(
+        (v) => {
+          signal.removeEventListener('abort', onAbort);
+          resolve(v);
+        },
+        (err: unknown) => {
+          signal.removeEventListener('abort', onAbort);
+          reject(err);
+        },
+      );
+  });
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
+const isSeq = (v: unknown, min = 1): boolean => Number.isSafeInteger(v) && (v as number) >= min;
+
+/**
+ * What is wrong with a frame the broker sent, by docs/protocol.md §9, or undefined. Frames of
+ * another subscription id and types this client does not know pass (and are ignored).
+ */
+function frameProblem(f: unknown, threadId: string): string | undefined {
+  if (!isObject(f)) return 'a frame that is not a JSON object';
+  if (typeof f.type !== 'string') return 'a frame without a type';
+  if (f.type === 'error') {
+    if (typeof f.code !== 'string' || typeof f.message !== 'string')
+      return 'an error frame without code or message';
+    if (f.seq !== undefined && !isSeq(f.seq, 0)) return 'an error frame whose seq is not a seq';
+    if (
+      f.cursors !== undefined &&
+      !(isObject(f.cursors) && Object.values(f.cursors).every((c) => isSeq(c, 0)))
+    ) {
+      return 'an error frame whose cursors are not seqs';
+    }
+    return undefined;
+  }
+  if (f.id !== SUBSCRIPTION_ID) return undefined;
+  switch (f.type) {
+    case 'event': {
+      const e = f.event;
+      if (!isObject(e)) return 'an event frame without an event';
+      if (!isSeq(e.seq)) return 'an event whose seq is not a positive integer';
+      if (e.thread_id !== threadId)
+        return `an event of another thread (${String(e.thread_id).slice(0, 100)})`;
+      return undefined;
+    }
+    case 'chat':
+      return isSeq(f.seq) ? undefined : 'a chat frame whose seq is not a positive integer';
+    case 'live':
+      return isSeq(f.seq, 0) ? undefined : 'a live frame whose seq is not a seq';
+    case 'end':
+      return isSeq(f.seq) && typeof f.run_id === 'string' && typeof f.status === 'string'
+        ? undefined
+        : 'an end frame without run_id, seq or status';
+    case 'deleted':
+      return typeof f.thread_id === 'string' ? undefined : 'a deleted frame without thread_id';
+    default:
+      return undefined;
+  }
+}
+
+/** What is wrong with a long-poll page, or undefined. */
+function pageProblem(page: unknown, after: number, threadId: string): string | undefined {
+  if (!isObject(page) || !Array.isArray(page.events)) return 'a page without events';
+  for (const e of page.events as unknown[]) {
+    if (!isObject(e) || !isSeq(e.seq)) return 'a page with an event whose seq is not a positive integer';
+    if (e.thread_id !== threadId) return 'a page with an event of another thread';
+  }
+  const next = page.next_after_seq;
+  if (next !== undefined && !isSeq(next, 0)) return 'a page whose next_after_seq is not a seq';
+  if (
+    page.has_more === true &&
+    page.events.length === 0 &&
+    (next === undefined || (next as number) <= after)
+  ) {
+    return `a page that has more but does not move the cursor (${after})`;
+  }
+  return undefined;
+}
+
 function validate(o: SubscribeOptions): void {
+  if (typeof o.threadId !== 'string' || o.threadId === '')
+    throw invalid('threadId', 'must be a non-empty string');
+  const b = o.backoff ?? {};
+  for (const [name, v] of [
+    ['backoff.initialDelayMs', b.initialDelayMs],
+    ['backoff.maxDelayMs', b.maxDelayMs],
+  ] as const) {
+    if (v !== undefined && !(Number.isFinite(v) && v >= 0 && v <= MAX_TIMER_MS)) {
+      throw invalid(name, `must be a number of ms in [0, ${MAX_TIMER_MS}], not ${String(v)}`);
+    }
+  }
+  if (b.factor !== undefined && !(Number.isFinite(b.factor) && b.factor >= 1)) {
+    throw invalid('backoff.factor', `must be a finite number of at least 1, not ${String(b.factor)}`);
+  }
+  const m = o.maxReconnectAttempts;
+  if (m !== undefined && m !== Number.POSITIVE_INFINITY && !(Number.isSafeInteger(m) && m >= 0)) {
+    throw invalid('maxReconnectAttempts', `must be an integer of at least 0 (or Infinity), not ${String(m)}`);
+  }
+  const buffered = o.maxBufferedItems;
+  if (buffered !== undefined && !(Number.isSafeInteger(buffered) && buffered >= 1)) {
+    throw invalid('maxBufferedItems', `must be an integer of at least 1, not ${String(buffered)}`);
+  }
+  for (const [name, v, min] of [
+    ['connectTimeoutMs', o.connectTimeoutMs, 1],
+    ['pingIntervalMs', o.pingIntervalMs, 0],
+    ['pollWaitMs', o.pollWaitMs, 0],
+  ] as const) {
+    if (v !== undefined && !(Number.isFinite(v) && v >= min && v <= MAX_TIMER_MS)) {
+      throw invalid(name, `must be a number of ms in [${min}, ${MAX_TIMER_MS}], not ${String(v)}`);
+    }
+  }
   const starts = [o.afterSeq !== undefined, o.liveOnly === true, o.fromOffset !== undefined].filter(Boolean);
   if (starts.length > 1) {
     throw new RunstreamError('invalid_argument', 'give at most one of afterSeq, liveOnly and fromOffset');
