@@ -102,6 +102,7 @@ test('a frame that is not what the protocol says is a protocol error: reported, 
     eventFrame(3, { thread_id: 'another-thread' }),
     '{"type":"live","id":"s1","seq":"10"}',
     '{"type":"error","id":"s1","seq":1}',
+    '{"type":"chat","id":"s1","seq":7,"append":"x"}',
   ];
   const broker = await fakeBroker((ws, sub, n) => {
     // Each connection: the next good event, then one bad frame; the last connection serves the rest.

@@ -805,7 +805,10 @@ function frameProblem(f: unknown, threadId: string): string | undefined {
       return undefined;
     }
     case 'chat':
-      return isSeq(f.seq) ? undefined : 'a chat frame whose seq is not a positive integer';
+      if (!isSeq(f.seq)) return 'a chat frame whose seq is not a positive integer';
+      return isObject(f.message) && isSeq(f.message.first_seq) && typeof f.message.role === 'string'
+        ? undefined
+        : 'a chat frame without its message';
     case 'live':
       return isSeq(f.seq, 0) ? undefined : 'a live frame whose seq is not a seq';
     case 'end':
