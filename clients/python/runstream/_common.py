@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import numbers
 import random
 import secrets
 import threading
@@ -20,6 +22,8 @@ ACK_LEVELS = {"ACCEPTED": pb.ACCEPTED, "PERSISTED": pb.PERSISTED}
 
 DEFAULT_INITIAL_DELAY_S = 0.1
 DEFAULT_MAX_DELAY_S = 10.0
+# The highest seq the broker takes as a cursor (what a JSON number holds exactly).
+MAX_SEQ = 2**53 - 1
 
 
 class RunstreamError(Exception):
@@ -44,6 +48,37 @@ class RunstreamError(Exception):
         self.status = status
         self.seq = seq
         self.event_ids = event_ids
+
+
+class OptionChecks:
+    """A component's options, checked when it is made: ``done()`` raises one ValueError naming
+    every bad one. A NaN compares false with everything, so unchecked it would turn a limit off
+    without a word."""
+
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+
+    @staticmethod
+    def real(value: Any) -> bool:
+        return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+    def count(self, name: str, value: Any, *, minimum: int = 1, maximum: int | None = None) -> int:
+        """A whole number (``2.0`` is 2) from ``minimum`` to ``maximum``."""
+        if self.real(value) and value == int(value) and minimum <= value and (maximum is None or value <= maximum):
+            return int(value)
+        bound = f"of at least {minimum}" if maximum is None else f"from {minimum} to {maximum}"
+        self.problems.append(f"{name}: must be a whole number {bound} (got {value!r})")
+        return minimum
+
+    def seconds(self, name: str, value: Any, *, positive: bool = False) -> float:
+        if self.real(value) and (value > 0 if positive else value >= 0):
+            return float(value)
+        self.problems.append(f"{name}: must be a finite number {'above' if positive else 'of at least'} 0 (got {value!r})")
+        return 0.0
+
+    def done(self) -> None:
+        if self.problems:
+            raise ValueError("; ".join(self.problems))
 
 
 def backoff_delay(attempt: int, initial: float = DEFAULT_INITIAL_DELAY_S, maximum: float = DEFAULT_MAX_DELAY_S) -> float:

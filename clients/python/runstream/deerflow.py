@@ -7,7 +7,8 @@ Writes go over gRPC at ``PERSISTED`` (so ``put`` returns the record with its seq
 deletes go to the History API. Lists are ascending by seq with DeerFlow's paging: no cursor →
 the latest ``limit``; ``before_seq`` → the last ``limit`` below it; ``after_seq`` → the first
 ``limit`` above it; both bounds exclusive. Pages the broker cuts short (by bytes, or its 1000
-limit) are followed until ``limit`` records are collected.
+limit) are followed until ``limit`` records are collected; a page that says ``has_more`` without
+moving its cursor ends the call with ``internal`` rather than being asked for again forever.
 
 Categories are an open set, as in DeerFlow (only ``message`` counts as a message), and a
 ``created_at`` comes back exactly as given: the broker stores both as sent. See docs/clients.md.
@@ -20,7 +21,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from runstream._common import Event, RunstreamError
-from runstream.history import MAX_LIMIT, MAX_SEQ, AsyncHistoryClient
+from runstream.history import MAX_LIMIT, MAX_SEQ, AsyncHistoryClient, next_cursor
 from runstream.publisher import AsyncPublisher
 
 try:  # Inherit DeerFlow's interface (and its default methods) when DeerFlow is installed.
@@ -201,6 +202,7 @@ class RunstreamEventStore(_Base):  # type: ignore[misc,valid-type]
                 page = await self._history.list_events(
                     thread_id, after_seq=cursor, limit=min(MAX_LIMIT, max(limit - len(out), 1)), **filters
                 )
+                nxt = next_cursor(page, cursor, ascending=True)
                 for e in page["events"]:
                     if before_seq is not None and e["seq"] >= before_seq:
                         return out
@@ -208,23 +210,24 @@ class RunstreamEventStore(_Base):  # type: ignore[misc,valid-type]
                         out.append(_record(e))
                         if len(out) == limit:
                             return out
-                cursor = page.get("next_after_seq", cursor)
-                if not page["has_more"]:
+                if nxt is None:
                     break
+                cursor = nxt
             return out
         cursor = before_seq if before_seq is not None else MAX_SEQ
         while len(out) < limit:
             page = await self._history.list_events(
                 thread_id, before_seq=cursor, limit=min(MAX_LIMIT, max(limit - len(out), 1)), **filters
             )
+            nxt = next_cursor(page, cursor, ascending=False)
             for e in page["events"]:
                 if keep is None or keep(e):
                     out.append(_record(e))
                     if len(out) == limit:
                         break
-            cursor = page.get("next_before_seq", cursor)
-            if not page["has_more"]:
+            if nxt is None:
                 break
+            cursor = nxt
         out.reverse()
         return out
 
@@ -301,6 +304,7 @@ class RunstreamEventStore(_Base):  # type: ignore[misc,valid-type]
                     limit=100,
                     user_id=_user(user_id),
                 )
+                nxt = next_cursor(page, cursor, ascending=False)
                 hit = next(
                     (
                         e["seq"]
@@ -312,9 +316,9 @@ class RunstreamEventStore(_Base):  # type: ignore[misc,valid-type]
                 if hit is not None:
                     result[run_id] = hit
                     break
-                cursor = page.get("next_before_seq", cursor)
-                if not page["has_more"]:
+                if nxt is None:
                     break
+                cursor = nxt
         return result
 
     async def find_latest_ai_message_run_ids(
@@ -327,6 +331,7 @@ class RunstreamEventStore(_Base):  # type: ignore[misc,valid-type]
             page = await self._history.list_events(
                 thread_id, categories=["message"], before_seq=cursor, limit=LOOKUP_PAGE, user_id=_user(user_id)
             )
+            nxt = next_cursor(page, cursor, ascending=False)
             for e in page["events"]:
                 content = e.get("content")
                 if not isinstance(content, dict) or content.get("type") != "ai" or not e.get("run_id"):
@@ -335,9 +340,9 @@ class RunstreamEventStore(_Base):  # type: ignore[misc,valid-type]
                 if mid in pending:
                     result[mid] = e["run_id"]
                     pending.discard(mid)
-            cursor = page.get("next_before_seq", cursor)
-            if not page["has_more"]:
+            if nxt is None:
                 break
+            cursor = nxt
         return result
 
     async def count_messages(self, thread_id: str) -> int:

@@ -21,8 +21,6 @@ checked when a publisher is made (``ValueError`` naming each bad one).
 from __future__ import annotations
 
 import asyncio
-import math
-import numbers
 import queue
 import re
 import threading
@@ -39,6 +37,7 @@ from runstream._common import (
     Ack,
     Cancel,
     Event,
+    OptionChecks,
     RunstreamError,
     _IdSource,
     ack_of,
@@ -239,40 +238,22 @@ def _options(
     max_request_bytes: int,
     id_prefix: str | None,
 ) -> _Options:
-    """The publishers' options, checked when one is made; a ValueError names every bad one. A NaN
-    compares false with everything, so unchecked it would turn a limit off without a word."""
-    problems: list[str] = []
-
-    def real(value) -> bool:
-        return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-
-    def count(name: str, value) -> int:
-        if real(value) and value == int(value) and value >= 1:
-            return int(value)
-        problems.append(f"{name}: must be a whole number of at least 1 (got {value!r})")
-        return 0
-
-    def seconds(name: str, value, *, positive: bool = False) -> float:
-        if real(value) and (value > 0 if positive else value >= 0):
-            return float(value)
-        problems.append(f"{name}: must be a finite number {'above' if positive else 'of at least'} 0 (got {value!r})")
-        return 0.0
-
+    """The publishers' options, checked when one is made; a ValueError names every bad one."""
+    check = OptionChecks()
     checked = _Options(
-        linger_s=seconds("linger_ms", linger_ms) / 1000,
-        max_batch=count("max_batch_events", max_batch_events),
-        max_attempts=count("max_attempts", max_attempts),
-        delays=(seconds("initial_delay_s", initial_delay_s), seconds("max_delay_s", max_delay_s)),
-        timeout_s=None if timeout_s is None else seconds("timeout_s", timeout_s, positive=True),
-        max_queued=count("max_queued", max_queued),
-        max_request_bytes=min(count("max_request_bytes", max_request_bytes), _MAX_SEND_BYTES),
+        linger_s=check.seconds("linger_ms", linger_ms) / 1000,
+        max_batch=check.count("max_batch_events", max_batch_events),
+        max_attempts=check.count("max_attempts", max_attempts),
+        delays=(check.seconds("initial_delay_s", initial_delay_s), check.seconds("max_delay_s", max_delay_s)),
+        timeout_s=None if timeout_s is None else check.seconds("timeout_s", timeout_s, positive=True),
+        max_queued=check.count("max_queued", max_queued),
+        max_request_bytes=min(check.count("max_request_bytes", max_request_bytes), _MAX_SEND_BYTES),
     )
     if ack not in ACK_LEVELS:
-        problems.append(f"ack: must be ACCEPTED or PERSISTED (got {ack!r})")
+        check.problems.append(f"ack: must be ACCEPTED or PERSISTED (got {ack!r})")
     if id_prefix is not None and not (isinstance(id_prefix, str) and _ID_PREFIX.match(id_prefix)):
-        problems.append(f"id_prefix: must match [A-Za-z0-9_-]{{1,100}} (got {id_prefix!r})")
-    if problems:
-        raise ValueError("; ".join(problems))
+        check.problems.append(f"id_prefix: must match [A-Za-z0-9_-]{{1,100}} (got {id_prefix!r})")
+    check.done()
     return checked
 
 
