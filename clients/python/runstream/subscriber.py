@@ -91,7 +91,7 @@ def _texts(f: dict, *keys: str) -> bool:
     return all(isinstance(f.get(k), str) for k in keys)
 
 
-def _parse(raw: str | bytes) -> dict | None:
+def _parse(raw: str | bytes, thread_id: str) -> dict | None:
     """The frame, checked as far as this client reads it, or None for one to skip (another
     subscription's, or a type this client does not know). Raises :class:`_ProtocolError`."""
     if not isinstance(raw, str):
@@ -112,7 +112,12 @@ def _parse(raw: str | bytes) -> dict | None:
     elif f.get("id") != SUBSCRIPTION_ID:
         return None
     elif t == "event":
-        ok = isinstance(f.get("event"), dict) and _is_seq(f["event"].get("seq"), 1)
+        ok = (
+            isinstance(f.get("event"), dict)
+            and _is_seq(f["event"].get("seq"), 1)
+            # An event of another thread is never this subscription's (the broker always names it).
+            and f["event"].get("thread_id", thread_id) == thread_id
+        )
     elif t == "chat":
         ok = _is_seq(f.get("seq"), 1) and isinstance(f.get("message"), dict)
     elif t == "live":
@@ -279,7 +284,7 @@ class Subscription:
                 try:
                     async for raw in ws:
                         try:
-                            f = _parse(raw)
+                            f = _parse(raw, self.thread_id)
                         except _ProtocolError as err:
                             out.reason = f"protocol error: {err}"
                             return

@@ -77,6 +77,7 @@ MALFORMED = {
     "an event that is no object": '{"type":"event","id":"s1","event":[2]}',
     "an event without seq": '{"type":"event","id":"s1","event":{"content":2}}',
     "seq as a string": ev("2"),
+    "an event of another thread": ev(2, thread_id="another-thread"),
     "seq as a float": ev(2.5),
     "seq true": ev(True),
     "seq 0": ev(0),
