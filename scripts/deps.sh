@@ -8,7 +8,7 @@
 #         Python client python3-grpcio, python3-protobuf, python3-websockets,
 #         python3-pytest, protobuf-compiler, libprotobuf-dev; chromium for the TypeScript
 #         client's browser test, driven by playwright-core, which never downloads a
-#         browser). As root they are installed with apt-get (`apt-get update` only when
+#         browser; openssl for the clients' TLS test's throwaway certificate). As root they are installed with apt-get (`apt-get update` only when
 #         something is missing); otherwise the missing ones are listed with the
 #         command to install them, and the script carries on (tests can also use
 #         NATS_URL / DATABASE_URL servers).
@@ -48,6 +48,7 @@ system_deps() {
   [[ -x /usr/bin/chromium ]] || missing+=(chromium)
   have_protoc || missing+=(protobuf-compiler)
   have_protobuf_includes || missing+=(libprotobuf-dev)
+  command -v openssl >/dev/null || missing+=(openssl)
   ((${#missing[@]} == 0)) && return 0
 
   if [[ $EUID -eq 0 ]] && command -v apt-get >/dev/null; then

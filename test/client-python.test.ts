@@ -13,6 +13,7 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { freePort } from './helpers/proc.js';
 import { type BrokerProcess, brokerConfig, spawnBroker, startServers } from './helpers/stack.js';
+import { startTlsGrpcProxy } from './helpers/tls-proxy.js';
 
 const PYTHON = '/usr/bin/python3';
 const PACKAGE = fileURLToPath(new URL('../../clients/python/', import.meta.url));
@@ -62,8 +63,11 @@ test('the Python client package passes its pytest suite against a real broker', 
     await new Promise<void>((resolve) => restarter.close(() => resolve()));
     await broker.stop();
   });
+  await using tls = await startTlsGrpcProxy(grpcPort);
   const env = {
     RUNSTREAM_GRPC: `127.0.0.1:${grpcPort}`,
+    RUNSTREAM_GRPC_TLS: tls.target,
+    RUNSTREAM_TLS_CA: tls.certPath,
     RUNSTREAM_HTTP: `http://127.0.0.1:${httpPort}`,
     RUNSTREAM_WS: `ws://127.0.0.1:${httpPort}/v1/ws`,
     RUNSTREAM_RESTART_URL: `http://127.0.0.1:${(restarter.address() as AddressInfo).port}/restart`,

@@ -7,10 +7,12 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { after, before, test } from 'node:test';
+import * as grpc from '@grpc/grpc-js';
 import { HistoryClient } from '@runstream/client';
 import { type PublishEvent, Publisher, type PublisherOptions } from '@runstream/client/node';
 import { freePort } from './helpers/proc.js';
 import { randomName, type Stack, startStack, threadRows } from './helpers/stack.js';
+import { startTlsGrpcProxy } from './helpers/tls-proxy.js';
 import { waitFor } from './helpers/wait.js';
 
 const FAST = { initialDelayMs: 10, maxDelayMs: 50 };
@@ -293,4 +295,28 @@ test('publish() refuses an event past maxQueuedEvents with resource_exhausted; r
   }
   await Promise.all(acks);
   assert.equal((await threadRows(stack.db, thread)).length, 20);
+});
+
+test('behind a TLS-terminating proxy, credentials make the channel TLS: both modes store their events; plaintext is not answered there', async () => {
+  await using proxy = await startTlsGrpcProxy(stack.broker.grpcPort);
+  const thread = randomName('tstls-');
+  for (const mode of ['unary', 'stream'] as const) {
+    await using pub = new Publisher({
+      target: proxy.target,
+      mode,
+      ack: 'PERSISTED',
+      credentials: grpc.credentials.createSsl(proxy.cert),
+    });
+    const acks = await pub.publishMany([1, 2, 3].map((i) => chunk(thread, i, { eventId: `${mode}-${i}` })));
+    assert.deepEqual(
+      acks.map((a) => a.duplicate),
+      [false, false, false],
+    );
+  }
+  assert.equal((await threadRows(stack.db, thread)).length, 6);
+  await using plain = new Publisher({ target: proxy.target, retry: { ...FAST, maxAttempts: 2 } });
+  await assert.rejects(
+    plain.publish(chunk(thread, 9)),
+    (e: Error & { code?: string }) => e.code === 'unavailable',
+  );
 });

@@ -297,6 +297,7 @@ class Publisher:
         id_prefix: str | None = None,
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
         on_retry: OnRetry | None = None,
+        credentials: grpc.ChannelCredentials | None = None,
     ):
         o = _options(
             ack=ack,
@@ -310,7 +311,13 @@ class Publisher:
             max_request_bytes=max_request_bytes,
             id_prefix=id_prefix,
         )
-        self._channel = grpc.insecure_channel(target, options=_CHANNEL_OPTIONS)
+        # Plaintext, as the broker serves gRPC; behind a TLS-terminating proxy, credentials
+        # (grpc.ssl_channel_credentials()) make it a TLS channel.
+        self._channel = (
+            grpc.insecure_channel(target, options=_CHANNEL_OPTIONS)
+            if credentials is None
+            else grpc.secure_channel(target, credentials, options=_CHANNEL_OPTIONS)
+        )
         self._publish = self._channel.unary_unary(
             PUBLISH, request_serializer=pb.PublishRequest.SerializeToString, response_deserializer=pb.PublishResponse.FromString
         )
@@ -589,6 +596,7 @@ class AsyncPublisher:
         id_prefix: str | None = None,
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
         on_retry: OnRetry | None = None,
+        credentials: grpc.ChannelCredentials | None = None,
     ):
         o = _options(
             ack=ack,
@@ -603,6 +611,7 @@ class AsyncPublisher:
             id_prefix=id_prefix,
         )
         self._target = target
+        self._credentials = credentials
         self._token = token
         self.ack = ack
         self._linger_s = o.linger_s
@@ -626,7 +635,11 @@ class AsyncPublisher:
 
     def _ensure(self) -> asyncio.Queue:
         if self._queue is None:
-            self._channel = grpc.aio.insecure_channel(self._target, options=_CHANNEL_OPTIONS)
+            self._channel = (
+                grpc.aio.insecure_channel(self._target, options=_CHANNEL_OPTIONS)
+                if self._credentials is None
+                else grpc.aio.secure_channel(self._target, self._credentials, options=_CHANNEL_OPTIONS)
+            )
             self._publish = self._channel.unary_unary(
                 PUBLISH,
                 request_serializer=pb.PublishRequest.SerializeToString,

@@ -1,5 +1,6 @@
 """The tests run against a real broker: test/client-python.test.ts starts one (nats-server,
-Postgres, broker) and runs pytest with RUNSTREAM_GRPC, RUNSTREAM_HTTP and RUNSTREAM_WS set."""
+Postgres, broker) and runs pytest with RUNSTREAM_GRPC, RUNSTREAM_HTTP and RUNSTREAM_WS set (and RUNSTREAM_GRPC_TLS,
+a TLS-terminating proxy in front of the gRPC port, with RUNSTREAM_TLS_CA, its certificate)."""
 
 import os
 import secrets
@@ -31,6 +32,13 @@ def http_url() -> str:
 @pytest.fixture(scope="session")
 def ws_url() -> str:
     return _env("RUNSTREAM_WS")
+
+
+@pytest.fixture(scope="session")
+def tls_target() -> tuple[str, bytes]:
+    """A TLS-terminating proxy in front of the broker's gRPC port, and its root certificate."""
+    with open(_env("RUNSTREAM_TLS_CA"), "rb") as f:
+        return _env("RUNSTREAM_GRPC_TLS"), f.read()
 
 
 @pytest.fixture

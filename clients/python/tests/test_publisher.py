@@ -4,6 +4,7 @@ import threading
 import time
 import urllib.request
 
+import grpc
 import pytest
 
 from runstream import AsyncPublisher, Event, HistoryClient, Publisher, RunstreamError
@@ -719,3 +720,27 @@ def test_a_sync_stream_send_from_on_cancel_raises_instead_of_waiting_for_itself(
         [end] = stream.send([Event(thread, "run-x", "run_end", "lifecycle", {"status": "cancelled"}, event_id="x2")], timeout=30)
         assert end.seq == 3
         stream.close()
+
+
+def test_credentials_make_the_channel_tls_behind_a_tls_terminating_proxy(tls_target, http_url, thread):
+    """Both publishers reach the broker through a TLS-terminating proxy with TLS credentials,
+    and a plaintext channel gets no answer there."""
+    target, ca = tls_target
+    creds = grpc.ssl_channel_credentials(root_certificates=ca)
+    with Publisher(target, ack="PERSISTED", credentials=creds) as pub:
+        acks = [f.result(30) for f in [pub.publish(Event(thread, "r", "ai_chunk", "message", {"i": i}, event_id=f"s{i}")) for i in range(3)]]
+    assert [a.duplicate for a in acks] == [False, False, False]
+
+    async def run_async():
+        async with AsyncPublisher(target, ack="PERSISTED", credentials=creds) as apub:
+            return await asyncio.gather(*[await apub.enqueue(Event(thread, "r", "ai_chunk", "message", {"i": i}, event_id=f"a{i}")) for i in range(3)])
+
+    assert [a.duplicate for a in asyncio.run(run_async())] == [False, False, False]
+    with Publisher(target, max_attempts=2, initial_delay_s=0.01, max_delay_s=0.02) as plain:
+        with pytest.raises(RunstreamError) as err:
+            plain.publish(Event(thread, "r", "ai_chunk", "message", {"i": 9}, event_id="p9")).result(30)
+    assert err.value.code == "unavailable"
+    with urllib.request.urlopen(f"{http_url}/v1/threads/{thread}/events?limit=100") as res:
+        import json
+
+        assert len(json.loads(res.read())["events"]) == 6

@@ -110,6 +110,11 @@ export interface PublisherOptions {
   idPrefix?: string;
   /** gRPC channel options. */
   channelOptions?: grpc.ChannelOptions;
+  /**
+   * The channel's security. Default: plaintext, as the broker serves gRPC. Behind a
+   * TLS-terminating proxy: `grpc.credentials.createSsl()` (or with the proxy's root certificate).
+   */
+  credentials?: grpc.ChannelCredentials;
 }
 
 export const DEFAULT_LINGER_MS = 0;
@@ -348,7 +353,11 @@ export class Publisher implements AsyncDisposable {
       'grpc.enable_http_proxy': 0,
       ...opts.channelOptions,
     };
-    this.#client = new Ingest(opts.target, grpc.credentials.createInsecure(), channelOptions);
+    this.#client = new Ingest(
+      opts.target,
+      opts.credentials ?? grpc.credentials.createInsecure(),
+      channelOptions,
+    );
     // The smaller of the broker's limit and this channel's own (-1: none).
     const send = Number(channelOptions['grpc.max_send_message_length']);
     this.#maxRequestBytes = Math.min(
