@@ -101,7 +101,9 @@ class _Deadline:
         self._timer.cancel()
 
 
-class _HTTPConnection(http.client.HTTPConnection):
+class _Watched:
+    """A connection whose socket the call's deadline watches from the moment it connects."""
+
     def __init__(self, *args, deadline: _Deadline, **kwargs):
         super().__init__(*args, **kwargs)
         self._deadline = deadline
@@ -111,14 +113,12 @@ class _HTTPConnection(http.client.HTTPConnection):
         self._deadline.watch(self.sock)
 
 
-class _HTTPSConnection(http.client.HTTPSConnection):
-    def __init__(self, *args, deadline: _Deadline, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._deadline = deadline
+class _HTTPConnection(_Watched, http.client.HTTPConnection):
+    pass
 
-    def connect(self) -> None:
-        super().connect()
-        self._deadline.watch(self.sock)
+
+class _HTTPSConnection(_Watched, http.client.HTTPSConnection):
+    pass
 
 
 class _HTTPHandler(urllib.request.HTTPHandler):
