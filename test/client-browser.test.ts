@@ -10,10 +10,11 @@ import type { AddressInfo } from 'node:net';
 import { extname, normalize } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { type PublishEvent, Publisher } from '@runstream/client/node';
+import { Publisher } from '@runstream/client/node';
 import { chromium } from 'playwright-core';
 import { CHROMIUM, CHROMIUM_FLAGS } from './helpers/browser.js';
 import { freePort } from './helpers/proc.js';
+import { chunk } from './helpers/publish-events.js';
 import { brokerConfig, randomName, spawnBroker, startServers } from './helpers/stack.js';
 
 const DIST = fileURLToPath(new URL('../../clients/typescript/dist/', import.meta.url));
@@ -56,15 +57,6 @@ async function servePage(): Promise<{ url: string; close: () => Promise<void> }>
     close: () => new Promise((resolve) => server.close(() => resolve())),
   };
 }
-
-const chunk = (thread: string, i: number): PublishEvent => ({
-  threadId: thread,
-  runId: 'run-1',
-  eventId: `e${i}`,
-  eventType: 'ai_chunk',
-  category: 'message',
-  content: { i },
-});
 
 test('in headless Chromium, the browser build resumes across a broker kill -9 and restart: exactly 1..N', async () => {
   assert.ok(existsSync(CHROMIUM), `${CHROMIUM} is missing: run make deps (apt-get install chromium)`);

@@ -11,6 +11,7 @@ import * as grpc from '@grpc/grpc-js';
 import { HistoryClient } from '@runstream/client';
 import { type PublishEvent, Publisher, type PublisherOptions } from '@runstream/client/node';
 import { freePort } from './helpers/proc.js';
+import { chunk } from './helpers/publish-events.js';
 import { randomName, type Stack, startStack, threadRows } from './helpers/stack.js';
 import { startTlsGrpcProxy } from './helpers/tls-proxy.js';
 import { waitFor } from './helpers/wait.js';
@@ -37,18 +38,6 @@ after(async () => {
   silent.close();
   await stack[Symbol.asyncDispose]();
 });
-
-function chunk(thread: string, i: number, extra: Partial<PublishEvent> = {}): PublishEvent {
-  return {
-    threadId: thread,
-    runId: 'run-1',
-    eventId: `e${i}`,
-    eventType: 'ai_chunk',
-    category: 'message',
-    content: { i },
-    ...extra,
-  };
-}
 
 /** Warnings the process emits while `body` runs (a throwing callback is reported as one). */
 async function withWarnings<T>(body: (warnings: Error[]) => Promise<T>): Promise<T> {

@@ -19,6 +19,7 @@ import { type PublishEvent, Publisher } from '@runstream/client/node';
 import { SignJWT } from 'jose';
 import WebSocket from 'ws';
 import { freePort } from './helpers/proc.js';
+import { chunk } from './helpers/publish-events.js';
 import {
   brokerConfig,
   randomName,
@@ -46,18 +47,6 @@ function collect(sub: Subscription): {
     items,
     events: () => items.flatMap((i) => (i.type === 'event' ? [i.event] : [])),
     done,
-  };
-}
-
-function chunk(thread: string, i: number, extra: Partial<PublishEvent> = {}): PublishEvent {
-  return {
-    threadId: thread,
-    runId: 'run-1',
-    eventId: `e${i}`,
-    eventType: 'ai_chunk',
-    category: 'message',
-    content: { i },
-    ...extra,
   };
 }
 

@@ -29,6 +29,7 @@ import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { type BackoffOptions, backoffDelayMs, sleep } from './backoff.js';
 import { RunstreamError } from './errors.js';
+import { checkBackoff, checkCount, checkMs, invalid } from './options.js';
 import type { Category } from './types.js';
 
 export type AckLevel = 'ACCEPTED' | 'PERSISTED';
@@ -754,9 +755,6 @@ export class Publisher implements AsyncDisposable {
   }
 }
 
-const invalid = (field: string, problem: string): RunstreamError =>
-  new RunstreamError('invalid_argument', `${field}: ${problem}`);
-
 /**
  * A string field of an event, checked: a string, and well-formed UTF-16 (a lone surrogate has no
  * UTF-8, so it could only be sent as bytes the broker refuses, or stored changed).
@@ -826,44 +824,16 @@ function warn(what: string, err: unknown): void {
 
 const counts = ['maxBatchEvents', 'maxBatchBytes', 'maxRequestBytes', 'maxQueuedEvents'] as const;
 
-/** A count option: an integer of at least 1, or Infinity (no limit, as `retry.maxAttempts` may be). */
-function count(v: number | undefined, name: string): void {
-  if (v !== undefined && v !== Number.POSITIVE_INFINITY && !(Number.isSafeInteger(v) && v >= 1)) {
-    throw invalid(name, `must be an integer of at least 1 (or Infinity), not ${String(v)}`);
-  }
-}
-
 /** The options a publisher can work with, or a refusal naming the first that it cannot. */
 function checkOptions(o: PublisherOptions): void {
   if (o === null || typeof o !== 'object') throw invalid('options', 'must be an object');
   if (typeof o.target !== 'string' || o.target === '') throw invalid('target', 'must be host:port');
-  for (const name of counts) count(o[name], name);
-  const nonNegative = (v: number | undefined, name: string): void => {
-    if (v !== undefined && !(Number.isFinite(v) && v >= 0)) {
-      throw invalid(name, `must be a finite number of at least 0, not ${String(v)}`);
-    }
-  };
-  nonNegative(o.lingerMs, 'lingerMs');
-  // A deadline, and the stream's stall timer, is a timer: at most 2^31 - 1 ms.
-  if (
-    o.deadlineMs !== undefined &&
-    !(Number.isFinite(o.deadlineMs) && o.deadlineMs > 0 && o.deadlineMs <= MAX_TIMER_MS)
-  ) {
-    throw invalid(
-      'deadlineMs',
-      `must be above 0 and at most ${MAX_TIMER_MS} ms, not ${String(o.deadlineMs)}`,
-    );
-  }
-  const r = o.retry ?? {};
-  count(r.maxAttempts, 'retry.maxAttempts');
-  nonNegative(r.initialDelayMs, 'retry.initialDelayMs');
-  nonNegative(r.maxDelayMs, 'retry.maxDelayMs');
-  if (r.maxDelayMs !== undefined && r.maxDelayMs > MAX_TIMER_MS) {
-    throw invalid('retry.maxDelayMs', `must be at most ${MAX_TIMER_MS} ms`);
-  }
-  if (r.factor !== undefined && !(Number.isFinite(r.factor) && r.factor >= 1)) {
-    throw invalid('retry.factor', `must be a finite number of at least 1, not ${String(r.factor)}`);
-  }
+  for (const name of counts) checkCount(o[name], name, 1, true);
+  checkMs(o.lingerMs, 'lingerMs', { max: Number.MAX_VALUE });
+  // A deadline, and the stream's stall timer, is a timer.
+  checkMs(o.deadlineMs, 'deadlineMs', { above: true });
+  checkCount(o.retry?.maxAttempts, 'retry.maxAttempts', 1, true);
+  checkBackoff(o.retry, 'retry');
   if (o.ack !== undefined && o.ack !== 'ACCEPTED' && o.ack !== 'PERSISTED') {
     throw invalid('ack', `must be ACCEPTED or PERSISTED, not ${String(o.ack)}`);
   }
@@ -871,9 +841,6 @@ function checkOptions(o: PublisherOptions): void {
     throw invalid('mode', `must be unary or stream, not ${String(o.mode)}`);
   }
 }
-
-/** The longest a Node timer waits. */
-const MAX_TIMER_MS = 2_147_483_647;
 
 function abortedError(): RunstreamError {
   return new RunstreamError('closed', 'the publisher was aborted');

@@ -12,6 +12,7 @@
 import { type BackoffOptions, backoffDelayMs, sleep } from './backoff.js';
 import { RETRYABLE_SUBSCRIPTION_CODES, RunstreamError } from './errors.js';
 import { HistoryClient } from './history.js';
+import { checkBackoff, checkCount, checkMs, invalid } from './options.js';
 import type { Category, ChatFrame, RunStatus, WireEvent } from './types.js';
 
 /**
@@ -118,8 +119,7 @@ export const DEFAULT_MAX_BUFFERED_ITEMS = 10_000;
 export const DEFAULT_CONNECT_TIMEOUT_MS = 20_000;
 /** A long-poll answered empty before its wait was over waits at least this long before the next. */
 const EMPTY_POLL_PAUSE_MS = 100;
-/** The longest a Node timer waits. */
-const MAX_TIMER_MS = 2_147_483_647;
+
 const POLL_PAGE_LIMIT = 500;
 /** History answers these for a request a retry cannot fix. */
 const FATAL_HTTP_STATUSES = new Set([400, 403, 404, 405, 410, 416]);
@@ -320,6 +320,7 @@ export class Subscription implements AsyncIterable<SubscriptionItem>, AsyncDispo
   }
 
   #notify(): void {
+    if (this.#waiting.size === 0) return;
     const waiting = [...this.#waiting];
     this.#waiting.clear();
     for (const wake of waiting) wake();
@@ -747,9 +748,6 @@ function withToken(url: string, token: string | undefined): string {
   return `${url}${url.includes('?') ? '&' : '?'}access_token=${encodeURIComponent(token)}`;
 }
 
-const invalid = (field: string, problem: string): RunstreamError =>
-  new RunstreamError('invalid_argument', `${field}: ${problem}`);
-
 /** `fn()`, or undefined once `signal` aborts (a token source that never answers cannot hold a closed subscription). */
 function untilAborted<T>(fn: () => T | Promise<T>, signal: AbortSignal): Promise<T | undefined> {
   if (signal.aborted) return Promise.resolve(undefined);
@@ -844,35 +842,12 @@ function pageProblem(page: unknown, after: number, threadId: string): string | u
 function validate(o: SubscribeOptions): void {
   if (typeof o.threadId !== 'string' || o.threadId === '')
     throw invalid('threadId', 'must be a non-empty string');
-  const b = o.backoff ?? {};
-  for (const [name, v] of [
-    ['backoff.initialDelayMs', b.initialDelayMs],
-    ['backoff.maxDelayMs', b.maxDelayMs],
-  ] as const) {
-    if (v !== undefined && !(Number.isFinite(v) && v >= 0 && v <= MAX_TIMER_MS)) {
-      throw invalid(name, `must be a number of ms in [0, ${MAX_TIMER_MS}], not ${String(v)}`);
-    }
-  }
-  if (b.factor !== undefined && !(Number.isFinite(b.factor) && b.factor >= 1)) {
-    throw invalid('backoff.factor', `must be a finite number of at least 1, not ${String(b.factor)}`);
-  }
-  const m = o.maxReconnectAttempts;
-  if (m !== undefined && m !== Number.POSITIVE_INFINITY && !(Number.isSafeInteger(m) && m >= 0)) {
-    throw invalid('maxReconnectAttempts', `must be an integer of at least 0 (or Infinity), not ${String(m)}`);
-  }
-  const buffered = o.maxBufferedItems;
-  if (buffered !== undefined && !(Number.isSafeInteger(buffered) && buffered >= 1)) {
-    throw invalid('maxBufferedItems', `must be an integer of at least 1, not ${String(buffered)}`);
-  }
-  for (const [name, v, min] of [
-    ['connectTimeoutMs', o.connectTimeoutMs, 1],
-    ['pingIntervalMs', o.pingIntervalMs, 0],
-    ['pollWaitMs', o.pollWaitMs, 0],
-  ] as const) {
-    if (v !== undefined && !(Number.isFinite(v) && v >= min && v <= MAX_TIMER_MS)) {
-      throw invalid(name, `must be a number of ms in [${min}, ${MAX_TIMER_MS}], not ${String(v)}`);
-    }
-  }
+  checkBackoff(o.backoff, 'backoff');
+  checkCount(o.maxReconnectAttempts, 'maxReconnectAttempts', 0, true);
+  checkCount(o.maxBufferedItems, 'maxBufferedItems');
+  checkMs(o.connectTimeoutMs, 'connectTimeoutMs', { min: 1 });
+  checkMs(o.pingIntervalMs, 'pingIntervalMs');
+  checkMs(o.pollWaitMs, 'pollWaitMs');
   const starts = [o.afterSeq !== undefined, o.liveOnly === true, o.fromOffset !== undefined].filter(Boolean);
   if (starts.length > 1) {
     throw new RunstreamError('invalid_argument', 'give at most one of afterSeq, liveOnly and fromOffset');
