@@ -137,6 +137,24 @@ test('a chunked cancel body over the limit is refused naming body, and ends the 
   await endedByBroker(conn, 'oversize chunked cancel body');
 });
 
+test('a small body sent whole with the headers keeps the connection alive, even where the answer does not wait for it', async () => {
+  const conn = await connect();
+  // Answered at once (a 404, a probe), each with its body in the same packet, then a request
+  // pipelined behind: all answered, on one connection.
+  conn.sock.write(
+    'POST /nope HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc' +
+      'GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc' +
+      'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n',
+  );
+  await answered(conn, 3, 'three answers');
+  assert.deepEqual(statuses(conn.received()), ['404', '200', '200']);
+  conn.sock.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+  await answered(conn, 4, 'a fourth answer on the same connection');
+  assert.equal(conn.isClosed(), false, 'the connection is still open');
+  conn.sock.destroy();
+  await conn.closed;
+});
+
 test('requests with no body, or a body read whole, keep their connection alive', async () => {
   const conn = await connect();
   conn.sock.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');

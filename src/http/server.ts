@@ -55,13 +55,17 @@ const UNREAD_BODY_LINGER_MS = 2_000;
 function endIfBodyUnread(req: IncomingMessage, res: ServerResponse): void {
   // Taken now: Node detaches the socket from the request and the answer once it is written.
   const socket = req.socket;
-  res.once('finish', () => {
-    if (req.complete || socket.destroyed) return;
-    socket.end();
-    const linger = setTimeout(() => socket.destroy(), UNREAD_BODY_LINGER_MS);
-    linger.unref();
-    socket.once('close', () => clearTimeout(linger));
-  });
+  res.once('finish', () =>
+    // An answer given inside the parser's callback finishes before the parser reads the rest of
+    // the bytes that came with the headers: a body sent whole is complete once it has.
+    setImmediate(() => {
+      if (req.complete || socket.destroyed) return;
+      socket.end();
+      const linger = setTimeout(() => socket.destroy(), UNREAD_BODY_LINGER_MS);
+      linger.unref();
+      socket.once('close', () => clearTimeout(linger));
+    }),
+  );
 }
 
 export class HttpServer implements AsyncDisposable {
