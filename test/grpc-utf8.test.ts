@@ -113,3 +113,33 @@ test('PublishStream: the refusal names the request, as the stream names any refu
   assert.equal(status.code, grpc.status.INVALID_ARGUMENT);
   assert.match(status.details, /^request 1: events\[0\]\.content_json: is not valid UTF-8$/);
 });
+
+test('PublishStream: the requests before a malformed one are answered first, each of its events stored once', async () => {
+  const t = randomName('utf8-');
+  const good = 40;
+  const bad: [string, Buffer, RegExp][] = [
+    [
+      'not-utf8',
+      publish(event(t, 'bad', Buffer.from([0x22, 0xff, 0x22]))),
+      /^request 40: events\[0\]\.content_json: is not valid UTF-8$/,
+    ],
+    ['not-protobuf', Buffer.from([0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f]), /^request message: not a valid/],
+  ];
+  for (const [name, message, details] of bad) {
+    const acks: number[] = [];
+    const status = await new Promise<grpc.StatusObject>((resolve) => {
+      const call = client.makeBidiStreamRequest('/runstream.v1.Ingest/PublishStream', identity, identity);
+      call.on('data', () => acks.push(acks.length));
+      call.on('error', () => undefined);
+      call.on('status', resolve);
+      for (let i = 0; i < good; i++) call.write(publish(event(t, `${name}-${i}`, Buffer.from('{}'))));
+      call.write(message);
+      call.end();
+    });
+    assert.equal(status.code, grpc.status.INVALID_ARGUMENT, name);
+    assert.match(status.details, details, name);
+    assert.equal(acks.length, good, `${name}: every request before it answered`);
+  }
+  const { rows } = await stack.db.query('SELECT event_id FROM run_events WHERE thread_id = $1', [t]);
+  assert.equal(rows.length, 2 * good);
+});

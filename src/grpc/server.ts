@@ -9,17 +9,33 @@
 import * as grpc from '@grpc/grpc-js';
 import { ReflectionService } from '@grpc/reflection';
 import { HealthImplementation } from 'grpc-health-check';
+import { ErrorCode, InvalidArgumentError, RunstreamError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { loadProto } from '../proto.js';
 import { NotUtf8Error, notUtf8Field, StrictReader } from './strict-utf8.js';
 
 /** A request message that could not be decoded, handed on (instead of a throw) to be refused. */
-class MalformedMessage {
+export class MalformedMessage {
   constructor(
     readonly reason: string,
     /** The string field whose bytes are not UTF-8, when that is what is wrong and it is known. */
     readonly notUtf8?: string,
   ) {}
+
+  /**
+   * The refusal: the field's, named as any refused field (`events[0].content_json: …`, after
+   * `request N: ` on a stream), or the message's as a whole.
+   */
+  refusal(method: string): { error: RunstreamError; perRequest: boolean } {
+    if (this.notUtf8 !== undefined) {
+      return { error: new InvalidArgumentError(this.notUtf8, 'is not valid UTF-8'), perRequest: true };
+    }
+    const error = new RunstreamError(
+      ErrorCode.InvalidArgument,
+      `request message: not a valid ${method} request (${this.reason})`,
+    );
+    return { error, perRequest: false };
+  }
 }
 
 /**
@@ -40,39 +56,48 @@ function tolerant(method: string, deserialize: grpc.deserialize<unknown>): grpc.
   };
 }
 
-/** Ends a call whose request message is a {@link MalformedMessage}, before any handler sees it. */
-const refuseMalformed: grpc.ServerInterceptor = (method, call) => {
-  /** Messages received on the call: a stream's refusal names its request as the handler does. */
-  let received = 0;
-  return new grpc.ServerInterceptingCall(call, {
-    start: (next) =>
-      next({
-        onReceiveMessage: (message, pass) => {
-          const n = received++;
-          if (!(message instanceof MalformedMessage)) return pass(message);
-          const metadata = new grpc.Metadata();
-          metadata.set('rs-error-code', 'RS_ERR_INVALID_ARGUMENT');
-          const request = method.requestStream ? `request ${n}: ` : '';
-          call.sendStatus({
-            code: grpc.status.INVALID_ARGUMENT,
-            details:
-              message.notUtf8 !== undefined
-                ? `${request}${message.notUtf8}: is not valid UTF-8`
-                : `request message: not a valid ${method.path} request (${message.reason})`,
-            metadata,
-          });
-        },
-      }),
-  });
-};
+/**
+ * Ends a call whose request message is a {@link MalformedMessage}, before any handler sees it,
+ * unless its method is one of `inOrder`: streams whose handler refuses such a message itself,
+ * after answering the requests before it.
+ */
+const refuseMalformed =
+  (inOrder: ReadonlySet<string>): grpc.ServerInterceptor =>
+  (method, call) => {
+    /** Messages received on the call: a stream's refusal names its request as the handler does. */
+    let received = 0;
+    return new grpc.ServerInterceptingCall(call, {
+      start: (next) =>
+        next({
+          onReceiveMessage: (message, pass) => {
+            const n = received++;
+            if (!(message instanceof MalformedMessage) || inOrder.has(method.path)) return pass(message);
+            const { error, perRequest } = message.refusal(method.path);
+            const metadata = new grpc.Metadata();
+            metadata.set('rs-error-code', 'RS_ERR_INVALID_ARGUMENT');
+            const request = perRequest && method.requestStream ? `request ${n}: ` : '';
+            call.sendStatus({
+              code: grpc.status.INVALID_ARGUMENT,
+              details: `${request}${error.message}`,
+              metadata,
+            });
+          },
+        }),
+    });
+  };
 
 /** A grpc-js server whose every service, ours or a library's, gets the guards above. */
 class GuardedServer extends grpc.Server {
+  /** Paths of the streams whose handlers refuse a malformed message in order (see refuseMalformed). */
+  readonly inOrder: Set<string>;
+
   constructor(
     options: grpc.ServerOptions,
     private readonly log: Logger | undefined,
   ) {
-    super({ ...options, interceptors: [refuseMalformed, ...(options.interceptors ?? [])] });
+    const inOrder = new Set<string>();
+    super({ ...options, interceptors: [refuseMalformed(inOrder), ...(options.interceptors ?? [])] });
+    this.inOrder = inOrder;
   }
 
   override addService(
@@ -127,6 +152,7 @@ export interface GrpcServerOptions {
 export class GrpcServer implements AsyncDisposable {
   readonly #o: GrpcServerOptions;
   readonly server: grpc.Server;
+  readonly #guarded: GuardedServer;
   readonly #health: HealthImplementation;
   readonly #names: string[] = [];
   #port = 0;
@@ -134,7 +160,7 @@ export class GrpcServer implements AsyncDisposable {
 
   constructor(o: GrpcServerOptions) {
     this.#o = o;
-    this.server = new GuardedServer(
+    this.#guarded = new GuardedServer(
       {
         'grpc.max_receive_message_length': o.maxMessageBytes,
         'grpc.keepalive_time_ms': 30_000,
@@ -144,17 +170,27 @@ export class GrpcServer implements AsyncDisposable {
       },
       o.log,
     );
+    this.server = this.#guarded;
     this.#health = new HealthImplementation({ '': 'SERVING' });
     this.#health.addToServer(this.server);
     new ReflectionService(loadProto().packageDefinition).addToServer(this.server);
   }
 
-  /** Registers a service; `name` is its full name for health checks (e.g. `runstream.v1.Ingest`). */
+  /**
+   * Registers a service; `name` is its full name for health checks (e.g. `runstream.v1.Ingest`).
+   * `malformedInOrder`: its request streams whose handlers take a {@link MalformedMessage} as a
+   * message and refuse it after answering the requests before it.
+   */
   addService(
     name: string,
     definition: grpc.ServiceDefinition,
     handlers: grpc.UntypedServiceImplementation,
+    malformedInOrder: readonly string[] = [],
   ): void {
+    for (const method of malformedInOrder) {
+      const path = definition[method]?.path;
+      if (path !== undefined) this.#guarded.inOrder.add(path);
+    }
     this.server.addService(definition, handlers);
     this.#names.push(name);
     this.#health.setStatus(name, 'SERVING');

@@ -18,7 +18,7 @@ import type { EventAck } from '../gen/runstream/v1/EventAck.js';
 import type { IngestHandlers } from '../gen/runstream/v1/Ingest.js';
 import type { PublishRequest__Output } from '../gen/runstream/v1/PublishRequest.js';
 import type { PublishResponse } from '../gen/runstream/v1/PublishResponse.js';
-import type { GrpcServer } from '../grpc/server.js';
+import { type GrpcServer, MalformedMessage } from '../grpc/server.js';
 import type { LogAck, LogPublisher } from '../log/publisher.js';
 import type { Logger } from '../logger.js';
 import { type AckLabel, type Metrics, secondsSince } from '../metrics.js';
@@ -107,7 +107,10 @@ export class IngestService {
       },
       PublishStream: (call) => this.#publishStream(call),
     };
-    server.addService(INGEST_SERVICE, loadProto().proto.runstream.v1.Ingest.service, handlers);
+    // A malformed request on a stream is refused in its turn, after the requests before it are answered.
+    server.addService(INGEST_SERVICE, loadProto().proto.runstream.v1.Ingest.service, handlers, [
+      'PublishStream',
+    ]);
   }
 
   /**
@@ -318,9 +321,14 @@ export class IngestService {
       (err: unknown) => fail(err),
     );
 
-    call.on('data', (req: PublishRequest__Output) => {
+    call.on('data', (req: PublishRequest__Output | MalformedMessage) => {
       if (failed) return;
       const n = index++;
+      if (req instanceof MalformedMessage) {
+        const { error, perRequest } = req.refusal('/runstream.v1.Ingest/PublishStream');
+        respondChain = respondChain.then(() => fail(error, perRequest ? `request ${n}: ` : ''));
+        return;
+      }
       const bytes = requestBytes(req);
       inflight++;
       inflightBytes += bytes;
