@@ -43,8 +43,14 @@ export class MalformedMessage {
  * where a string field is not UTF-8 (naming it): proto-loader's deserializer decodes from a
  * protobufjs reader as well as from bytes, and {@link StrictReader} checks the strings.
  */
-function tolerant(method: string, deserialize: grpc.deserialize<unknown>): grpc.deserialize<unknown> {
+function tolerant(
+  method: string,
+  deserialize: grpc.deserialize<unknown>,
+  fast: FastDecoder | undefined,
+): grpc.deserialize<unknown> {
   return (bytes) => {
+    const usual = fast?.(bytes);
+    if (usual !== undefined) return usual;
     try {
       return deserialize(new StrictReader(bytes) as unknown as Buffer);
     } catch (err) {
@@ -54,6 +60,24 @@ function tolerant(method: string, deserialize: grpc.deserialize<unknown>): grpc.
       return new MalformedMessage(err instanceof Error ? err.message : String(err));
     }
   };
+}
+
+/**
+ * A method's own decoder of its usual request message, tried before the contract's: undefined
+ * where the message is not of that kind, for the contract's decoder to take (and refuse, if
+ * malformed). What it returns must equal what the contract's decoder would.
+ */
+export type FastDecoder = (bytes: Buffer) => unknown;
+
+/** How a service's requests are taken, beyond its definition. */
+export interface ServiceOptions {
+  /**
+   * Its request streams whose handlers take a {@link MalformedMessage} as a message and refuse
+   * it after answering the requests before it.
+   */
+  readonly malformedInOrder?: readonly string[];
+  /** {@link FastDecoder}s, by method name. */
+  readonly decoders?: Readonly<Record<string, FastDecoder>>;
 }
 
 /**
@@ -90,6 +114,8 @@ const refuseMalformed =
 class GuardedServer extends grpc.Server {
   /** Paths of the streams whose handlers refuse a malformed message in order (see refuseMalformed). */
   readonly inOrder: Set<string>;
+  /** {@link FastDecoder}s by method path. */
+  readonly decoders = new Map<string, FastDecoder>();
 
   constructor(
     options: grpc.ServerOptions,
@@ -109,7 +135,7 @@ class GuardedServer extends grpc.Server {
     for (const [name, def] of Object.entries(service)) {
       guardedService[name] = {
         ...(def as grpc.MethodDefinition<unknown, unknown>),
-        requestDeserialize: tolerant(def.path, def.requestDeserialize),
+        requestDeserialize: tolerant(def.path, def.requestDeserialize, this.decoders.get(def.path)),
       };
       const handler = implementation[name] ?? implementation[def.originalName ?? name];
       if (handler) guardedHandlers[name] = this.#guard(def.path, handler as CallableFunction);
@@ -176,20 +202,20 @@ export class GrpcServer implements AsyncDisposable {
     new ReflectionService(loadProto().packageDefinition).addToServer(this.server);
   }
 
-  /**
-   * Registers a service; `name` is its full name for health checks (e.g. `runstream.v1.Ingest`).
-   * `malformedInOrder`: its request streams whose handlers take a {@link MalformedMessage} as a
-   * message and refuse it after answering the requests before it.
-   */
+  /** Registers a service; `name` is its full name for health checks (e.g. `runstream.v1.Ingest`). */
   addService(
     name: string,
     definition: grpc.ServiceDefinition,
     handlers: grpc.UntypedServiceImplementation,
-    malformedInOrder: readonly string[] = [],
+    options: ServiceOptions = {},
   ): void {
-    for (const method of malformedInOrder) {
+    for (const method of options.malformedInOrder ?? []) {
       const path = definition[method]?.path;
       if (path !== undefined) this.#guarded.inOrder.add(path);
+    }
+    for (const [method, decode] of Object.entries(options.decoders ?? {})) {
+      const path = definition[method]?.path;
+      if (path !== undefined) this.#guarded.decoders.set(path, decode);
     }
     this.server.addService(definition, handlers);
     this.#names.push(name);

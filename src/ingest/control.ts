@@ -246,9 +246,14 @@ export class StreamControls {
    */
   observe(records: readonly LogRecord[]): void {
     if (this.#closed) return;
+    /** The record before, when it left its run listened to: the same run is then skipped. */
+    let listened: LogRecord | undefined;
     for (const r of records) {
+      const terminal = isTerminal(r.category, r.event_type);
+      if (!terminal && r.thread_id === listened?.thread_id && r.run_id === listened.run_id) continue;
+      listened = terminal ? undefined : r;
       const key = `${r.thread_id}.${r.run_id}`;
-      if (isTerminal(r.category, r.event_type)) {
+      if (terminal) {
         this.#drop(key);
         continue;
       }

@@ -28,6 +28,7 @@ import { type ControlFeeds, StreamControls } from './control.js';
 import { type InflightBudget, requestBytes } from './inflight.js';
 import type { PendingPersist, PersistWaiter } from './persist-waiter.js';
 import { type ValidationLimits, validateEvents } from './validate.js';
+import { decodePublishRequest, encodePublishResponse } from './wire.js';
 
 export const INGEST_SERVICE = 'runstream.v1.Ingest';
 
@@ -107,10 +108,11 @@ export class IngestService {
       },
       PublishStream: (call) => this.#publishStream(call),
     };
-    // A malformed request on a stream is refused in its turn, after the requests before it are answered.
-    server.addService(INGEST_SERVICE, loadProto().proto.runstream.v1.Ingest.service, handlers, [
-      'PublishStream',
-    ]);
+    server.addService(INGEST_SERVICE, ingestDefinition(), handlers, {
+      // A malformed request on a stream is refused in its turn, after the requests before it are answered.
+      malformedInOrder: ['PublishStream'],
+      decoders: { Publish: decodePublishRequest, PublishStream: decodePublishRequest },
+    });
   }
 
   /**
@@ -392,6 +394,18 @@ export class IngestService {
     }
     return { code: e.grpcStatus, details: e.message };
   }
+}
+
+/** The contract's Ingest service, its answers written by wire.ts where they are acks alone. */
+function ingestDefinition(): grpc.ServiceDefinition {
+  const contract = loadProto().proto.runstream.v1.Ingest.service;
+  return Object.fromEntries(
+    Object.entries(contract).map(([name, method]) => {
+      const serialize = method.responseSerialize as (r: PublishResponse) => Buffer;
+      const responseSerialize = (r: PublishResponse): Buffer => encodePublishResponse(r) ?? serialize(r);
+      return [name, { ...method, responseSerialize }];
+    }),
+  );
 }
 
 /** The call's W3C `traceparent`, when it has a valid one. */

@@ -38,10 +38,24 @@ export function validateEvents(
   }
   const records: LogRecord[] = new Array(events.length);
   const receivedAt = now.toISOString();
+  let previous: Validated | undefined;
   for (let i = 0; i < events.length; i++) {
-    records[i] = validateEvent(events[i] as Event__Output, `events[${i}]`, limits, receivedAt, traceparent);
+    const e = events[i] as Event__Output;
+    const record = validateEvent(e, `events[${i}]`, limits, receivedAt, traceparent, previous);
+    records[i] = record;
+    previous = { event: e, record };
   }
   return records;
+}
+
+/**
+ * The request's previous event, valid, and its record. The events of a request mostly share
+ * their thread, run, type, user and metadata: a field equal to that event's was checked there
+ * (the checks depend on the value alone), so it is not checked again.
+ */
+interface Validated {
+  readonly event: Event__Output;
+  readonly record: LogRecord;
 }
 
 function validateEvent(
@@ -50,18 +64,23 @@ function validateEvent(
   limits: ValidationLimits,
   receivedAt: string,
   traceparent: string | undefined,
+  previous: Validated | undefined,
 ): LogRecord {
-  requiredId(e.thread_id, `${path}.thread_id`);
-  requiredId(e.run_id, `${path}.run_id`);
+  const p = previous?.event;
+  if (e.thread_id !== p?.thread_id) requiredId(e.thread_id, `${path}.thread_id`);
+  if (e.run_id !== p?.run_id) requiredId(e.run_id, `${path}.run_id`);
   optionalId(e.event_id, `${path}.event_id`);
-  optionalId(e.user_id, `${path}.user_id`);
-  if (!EVENT_TYPE_PATTERN.test(e.event_type)) {
+  if (e.user_id !== p?.user_id) optionalId(e.user_id, `${path}.user_id`);
+  if (e.event_type !== p?.event_type && !EVENT_TYPE_PATTERN.test(e.event_type)) {
     throw new InvalidArgumentError(
       `${path}.event_type`,
       e.event_type === '' ? 'is required' : 'must be 1-64 printable ASCII characters without spaces',
     );
   }
-  const category = categoryOf(e, path);
+  const category =
+    previous !== undefined && e.category === p?.category && e.category_name === p.category_name
+      ? previous.record.category
+      : categoryOf(e, path);
   if (e.seq !== 0) throw new InvalidArgumentError(`${path}.seq`, 'is assigned by the broker; leave it 0');
   if (e.offset !== 0)
     throw new InvalidArgumentError(`${path}.offset`, 'is assigned by the broker; leave it 0');
@@ -75,14 +94,17 @@ function validateEvent(
   }
   checkJson(e.content_json, `${path}.content_json`, false, limits.maxJsonDepth);
   const metadataJson = e.metadata_json === '' ? '{}' : e.metadata_json;
-  const metadataBytes = Buffer.byteLength(metadataJson, 'utf8');
-  if (metadataBytes > limits.maxContentBytes) {
-    throw new InvalidArgumentError(
-      `${path}.metadata_json`,
-      `is ${metadataBytes} bytes; the limit is ${limits.maxContentBytes}`,
-    );
+  const sameMetadata = previous !== undefined && e.metadata_json === previous.event.metadata_json;
+  if (!sameMetadata) {
+    const metadataBytes = Buffer.byteLength(metadataJson, 'utf8');
+    if (metadataBytes > limits.maxContentBytes) {
+      throw new InvalidArgumentError(
+        `${path}.metadata_json`,
+        `is ${metadataBytes} bytes; the limit is ${limits.maxContentBytes}`,
+      );
+    }
+    checkJson(metadataJson, `${path}.metadata_json`, true, limits.maxJsonDepth);
   }
-  checkJson(metadataJson, `${path}.metadata_json`, true, limits.maxJsonDepth);
 
   const stamped = e.created_at ? timestampToIso(e.created_at, `${path}.created_at`) : undefined;
   const text = e.created_at_text === '' ? undefined : e.created_at_text;
@@ -101,7 +123,12 @@ function validateEvent(
     user_id: e.user_id,
     created_at: text !== undefined ? timeTextToIso(text, `${path}.created_at_text`) : (stamped ?? receivedAt),
     content_json: e.content_json,
-    metadata_json: traceparent === undefined ? metadataJson : withTraceparent(metadataJson, traceparent),
+    metadata_json:
+      traceparent === undefined
+        ? metadataJson
+        : sameMetadata
+          ? (previous as Validated).record.metadata_json
+          : withTraceparent(metadataJson, traceparent),
   };
   // Added after the literal, not spread into it (domain/event.ts storedEvent says why).
   if (text !== undefined) record.created_at_text = text;
