@@ -188,6 +188,35 @@ test('a log message that is not ingest-shaped is refused naming the field', () =
   assert.deepEqual(decodeLogMessage(JSON.stringify(logRecord('t', 'r', 'a'))), [logRecord('t', 'r', 'a')]);
 });
 
+test("a record's field equal to the one before it passed there; a field that differs is checked again", () => {
+  // The reader checks a field only where it differs from the previous record's (same message).
+  const records = [logRecord('t', 'r', 'a'), logRecord('t', 'r', 'b'), logRecord('t', 'r', 'c')];
+  const body = (encodeLogMessages(records, 1 << 20)[0] as LogMessage).body;
+  const newline = body.indexOf('\n');
+  const header = JSON.parse(body.slice(0, newline)) as { events: Record<string, unknown>[] };
+  assert.deepEqual(decodeLogMessage(body), records);
+  const cases: [Record<string, unknown>, RegExp][] = [
+    [{ event_type: 'a b' }, /bad event_type/],
+    [{ category: 'X y' }, /bad category/],
+    [{ user_id: 'u/1' }, /bad user_id/],
+    [{ created_at: 'not a time' }, /bad created_at/],
+    [{ created_at_text: 'nope' }, /bad created_at_text/],
+    [{ event_id: 'a' }, /./], // a repeated event_id is valid: the store drops it
+  ];
+  for (const [change, refusal] of cases) {
+    const events = header.events.map((e, i) => (i === 2 ? { ...e, ...change } : e));
+    const text = `${JSON.stringify({ ...header, events })}${body.slice(newline)}`;
+    if (change.event_id !== undefined) {
+      assert.equal(decodeLogMessage(text)[2]?.event_id, 'a');
+      continue;
+    }
+    assert.throws(() => decodeLogMessage(text), refusal, JSON.stringify(change));
+    // The same record alone, in the format written before batching, is refused the same way.
+    const legacy = JSON.stringify([records[0], records[1], { ...records[2], ...change }]);
+    assert.throws(() => decodeLogMessage(legacy), refusal, `legacy ${JSON.stringify(change)}`);
+  }
+});
+
 test('one request becomes one log message per thread and run; its events share the offset', async () => {
   await using stack = await startStack();
   const [t1, t2] = [randomName('t-'), randomName('t-')];

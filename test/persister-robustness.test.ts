@@ -163,6 +163,12 @@ test("a log message whose events are not of its subject's thread is skipped, not
   try {
     // On thread x's subject (x's partition stream), a record of thread y.
     await jetstream(nc).publish(subjects.log(x, 'run-1'), JSON.stringify(forged));
+    // And one of x's run-1 followed by one of y's, or of x's other run: the record after one that
+    // passed is checked too, and the message is skipped whole.
+    const own = { ...forged, thread_id: x, event_id: 'own' };
+    for (const other of [forged, { ...forged, thread_id: x, run_id: 'run-2' }]) {
+      await jetstream(nc).publish(subjects.log(x, 'run-1'), JSON.stringify([own, other]));
+    }
   } finally {
     await nc.close();
   }

@@ -262,7 +262,7 @@ export function readLogMessage(text: string): DecodedLogMessage {
   if (!text.startsWith('[')) return { records: [decodeLogRecord(JSON.parse(text))], receipts: true };
   const items = JSON.parse(text) as unknown[];
   if (items.length === 0) throw new Error('log message holds no records');
-  return { records: items.map(decodeLogRecord), receipts: true };
+  return { records: items.map((item) => decodeLogRecord(item)), receipts: true };
 }
 
 function decodeV2(text: string): DecodedLogMessage {
@@ -284,6 +284,7 @@ function decodeV2(text: string): DecodedLogMessage {
     at += length;
     return part;
   };
+  let previous: LogRecord | undefined;
   const records = h.events.map((e) => {
     const fields: Record<string, unknown> = {
       thread_id: h.thread_id,
@@ -298,7 +299,8 @@ function decodeV2(text: string): DecodedLogMessage {
     };
     // Added after the literal, not spread into it (domain/event.ts storedEvent says why).
     if (e.created_at_text !== undefined) fields.created_at_text = e.created_at_text;
-    return decodeLogRecord(fields);
+    previous = decodeLogRecord(fields, previous);
+    return previous;
   });
   if (at !== text.length) throw new Error('log message has bytes past its last record');
   return { records, receipts: h.receipts !== false };

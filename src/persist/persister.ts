@@ -600,10 +600,14 @@ export class Persister implements AsyncDisposable {
       // Ingest writes a thread's events on its own subject; anything else was written by
       // someone else, and storing it would put an offset of another stream in the thread.
       const { subjects } = this.#o;
+      let checked: LogRecord | undefined;
       for (const r of records) {
+        // A message's records share their thread and run: its subject is checked once.
+        if (r.thread_id === checked?.thread_id && r.run_id === checked.run_id) continue;
         const own = reader ? subjects.log(r.thread_id, r.run_id) : subjects.legacyLog(r.thread_id, r.run_id);
         if (own !== m.subject)
           throw new Error(`an event of thread ${r.thread_id} on another thread's subject`);
+        checked = r;
       }
       if (receipts) this.#receiptWants.add(records);
       return { reader, offset: m.seq, records };
