@@ -185,6 +185,13 @@ test('a log message that is not ingest-shaped is refused naming the field', () =
     /category/,
   );
   assert.throws(() => decodeLogMessage('[1]'), /not an object/);
+  // The first record has no record before it to share a field with: each field is checked.
+  const bare = { event_id: 'a', content_json: '1', metadata_json: '{}' };
+  assert.throws(() => decodeLogMessage(JSON.stringify(bare)), /bad thread_id/);
+  assert.throws(
+    () => decodeLogMessage(JSON.stringify([{ ...logRecord('t', 'r', 'a'), created_at: undefined }])),
+    /bad created_at/,
+  );
   assert.deepEqual(decodeLogMessage(JSON.stringify(logRecord('t', 'r', 'a'))), [logRecord('t', 'r', 'a')]);
 });
 

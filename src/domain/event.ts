@@ -160,31 +160,37 @@ export function eventJson(e: StoredEvent): string {
 export function decodeLogRecord(value: unknown, previous?: LogRecord): LogRecord {
   if (typeof value !== 'object' || value === null) throw new Error('log record is not an object');
   const r = value as Partial<Record<keyof LogRecord, unknown>>;
-  const p: Partial<LogRecord> = previous ?? {};
   const bad = (field: string): never => {
     throw new Error(`log record has a bad ${field}`);
   };
+  const p = previous;
   const id = (v: unknown): boolean => typeof v === 'string' && LOG_ID.test(v);
-  if (r.thread_id !== p.thread_id && !id(r.thread_id)) bad('thread_id');
-  if (r.run_id !== p.run_id && !id(r.run_id)) bad('run_id');
+  if ((p === undefined || r.thread_id !== p.thread_id) && !id(r.thread_id)) bad('thread_id');
+  if ((p === undefined || r.run_id !== p.run_id) && !id(r.run_id)) bad('run_id');
   if (!id(r.event_id)) bad('event_id');
-  if (r.user_id !== p.user_id && (typeof r.user_id !== 'string' || (r.user_id !== '' && !id(r.user_id))))
+  if (
+    (p === undefined || r.user_id !== p.user_id) &&
+    (typeof r.user_id !== 'string' || (r.user_id !== '' && !id(r.user_id)))
+  )
     bad('user_id');
   if (
-    r.event_type !== p.event_type &&
+    (p === undefined || r.event_type !== p.event_type) &&
     (typeof r.event_type !== 'string' || !EVENT_TYPE_PATTERN.test(r.event_type))
   )
     bad('event_type');
-  if (r.category !== p.category && (typeof r.category !== 'string' || !CATEGORY_PATTERN.test(r.category)))
+  if (
+    (p === undefined || r.category !== p.category) &&
+    (typeof r.category !== 'string' || !CATEGORY_PATTERN.test(r.category))
+  )
     bad('category');
   if (
-    r.created_at !== p.created_at &&
+    (p === undefined || r.created_at !== p.created_at) &&
     (typeof r.created_at !== 'string' || Number.isNaN(Date.parse(r.created_at)))
   )
     bad('created_at');
   if (
     r.created_at_text !== undefined &&
-    r.created_at_text !== p.created_at_text &&
+    (p === undefined || r.created_at_text !== p.created_at_text) &&
     (typeof r.created_at_text !== 'string' || timeTextMs(r.created_at_text) === undefined)
   )
     bad('created_at_text');
