@@ -12,7 +12,7 @@ import { StrictReader } from '../src/grpc/strict-utf8.js';
 import { decodePublishRequest, encodePublishResponse } from '../src/ingest/wire.js';
 import { encodeLogMessages, type LogMessage, readLogMessage } from '../src/log/log-batch.js';
 import { loadProto } from '../src/proto.js';
-import { median } from './lib/stats.js';
+import { timeAlternated } from './lib/alternated.js';
 
 const { values: args } = parseArgs({ options: { rounds: { type: 'string', default: '7' } } });
 const ROUNDS = Number(args.rounds);
@@ -56,15 +56,7 @@ for (const n of [1, 100]) {
     ['encode acks, wire.ts', () => encodePublishResponse(answer)],
     ['read log message', () => readLogMessage(log)],
   ];
-  const ns = new Map<string, number[]>(ways.map(([name]) => [name, []]));
-  for (let round = -1; round < ROUNDS; round++) {
-    for (const [name, run] of ways) {
-      const start = process.hrtime.bigint();
-      for (let i = 0; i < iterations; i++) run();
-      const perEvent = Number(process.hrtime.bigint() - start) / iterations / n;
-      if (round >= 0) ns.get(name)?.push(perEvent);
-    }
-  }
-  const line = [...ns].map(([name, v]) => `${name} ${median(v).toFixed(0)}`).join(', ');
+  const ns = timeAlternated(ways, { rounds: ROUNDS, iterations, items: n });
+  const line = [...ns].map(([name, v]) => `${name} ${v.toFixed(0)}`).join(', ');
   console.log(`${n} event(s) a request, ns an event: ${line}`);
 }

@@ -11,7 +11,7 @@
 import { parseArgs } from 'node:util';
 import { StrictReader } from '../src/grpc/strict-utf8.js';
 import { loadProto } from '../src/proto.js';
-import { median } from './lib/stats.js';
+import { timeAlternated } from './lib/alternated.js';
 
 const { values: args } = parseArgs({ options: { rounds: { type: 'string', default: '7' } } });
 const ROUNDS = Number(args.rounds);
@@ -44,15 +44,7 @@ for (const n of [1, 100]) {
     ['lenient (protobufjs)', () => publish.requestDeserialize(bytes)],
     ['strict (StrictReader)', () => publish.requestDeserialize(new StrictReader(bytes) as unknown as Buffer)],
   ];
-  const ns = new Map<string, number[]>(ways.map(([name]) => [name, []]));
-  for (let round = -1; round < ROUNDS; round++) {
-    for (const [name, decode] of ways) {
-      const start = process.hrtime.bigint();
-      for (let i = 0; i < iterations; i++) decode();
-      const perEvent = Number(process.hrtime.bigint() - start) / iterations / n;
-      if (round >= 0) ns.get(name)?.push(perEvent);
-    }
-  }
-  const line = [...ns].map(([name, v]) => `${name} ${median(v).toFixed(0)} ns`).join(', ');
+  const ns = timeAlternated(ways, { rounds: ROUNDS, iterations, items: n });
+  const line = [...ns].map(([name, v]) => `${name} ${v.toFixed(0)} ns`).join(', ');
   console.log(`${n} event(s) a request, per event: ${line}`);
 }
