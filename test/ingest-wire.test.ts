@@ -14,7 +14,7 @@ import { validateEvents } from '../src/ingest/validate.js';
 import { decodePublishRequest, encodePublishResponse } from '../src/ingest/wire.js';
 import { loadProto } from '../src/proto.js';
 import { fcParams } from './helpers/fuzz.js';
-import { lenField, message, varint, varintField, WIRE } from './helpers/protobuf-bytes.js';
+import { lenField, message, tag, varint, varintField, WIRE } from './helpers/protobuf-bytes.js';
 
 interface Method {
   requestDeserialize(b: Buffer): unknown;
@@ -31,6 +31,14 @@ function contract(bytes: Buffer): unknown {
   } catch {
     return undefined;
   }
+}
+
+/** `n` as a varint of 6 bytes, longer than it needs to be (valid protobuf). */
+function long6(n: number): Buffer {
+  const b = Buffer.alloc(6);
+  for (let i = 0; i < 5; i++) b[i] = ((n >>> (7 * i)) & 0x7f) | 0x80;
+  b[5] = 0;
+  return b;
 }
 
 const counts = { fast: 0, contract: 0 };
@@ -89,6 +97,13 @@ const eventField = fc.oneof(
     weight: 1,
     arbitrary: fc.constantFrom(varintField(99, 1), varintField(1, 3), lenField(4, 'x'), lenField(8, 'zz')),
   },
+  {
+    weight: 1,
+    arbitrary: fc
+      .tuple(fc.constantFrom(1, 5, 6), texts)
+      .map(([f, s]) => message(long6((f << 3) | WIRE.len), long6(Buffer.byteLength(s)), Buffer.from(s))),
+  },
+  { weight: 1, arbitrary: fc.integer({ min: 0, max: 3 }).map((v) => message(tag(4, WIRE.varint), long6(v))) },
 );
 const eventBytes = fc.array(eventField, { maxLength: 14 }).map((fields) => message(...fields));
 const requestBytes = fc
@@ -154,6 +169,13 @@ test('what the codec leaves to the contract: unknown fields and values, long num
     ['nanos past an int32', lenField(1, message(ok, lenField(8, varintField(2, 2 ** 31))))],
     ['a U+FFFD (maybe bytes that are not UTF-8)', lenField(1, message(ok, lenField(6, '{"a":"\uFFFD"}')))],
     ['bytes that are not UTF-8', lenField(1, message(ok, lenField(5, Buffer.from([0x22, 0xff, 0x22]))))],
+    // protobufjs reads a 32-bit varint of more than 5 bytes as 10, skipping what follows unread.
+    ['a 6-byte category', lenField(1, message(ok, tag(4, WIRE.varint), long6(1), lenField(5, '22')))],
+    ['a 6-byte tag', lenField(1, message(long6((1 << 3) | WIRE.len), varint(2), Buffer.from('t2'), ok))],
+    [
+      'a 6-byte length',
+      lenField(1, message(ok, tag(5, WIRE.len), long6(1), Buffer.from('2'), lenField(6, '{}'))),
+    ],
     ['an event cut short', lenField(1, ok).subarray(0, 10)],
     ['a length past the end', Buffer.concat([varint((1 << 3) | WIRE.len), varint(100), ok])],
   ];

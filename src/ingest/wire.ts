@@ -40,11 +40,29 @@ interface Cursor {
   end: number;
 }
 
-/** A varint of at most 7 bytes (below 2^49, exact as a number), else unusual. */
+/**
+ * A 64-bit varint (seq, offset, seconds) of at most 7 bytes: below 2^49, exact as a number, as
+ * protobufjs reads it; else unusual.
+ */
+function varint64(c: Cursor): number {
+  return varintOf(c, 7);
+}
+
+/**
+ * A 32-bit varint (a tag, a length, an enum, nanos) of at most 5 bytes and below 2^32, else
+ * unusual: protobufjs reads one of more bytes as 10, skipping the rest unread, so a longer one
+ * (valid, if wasteful) would be read here otherwise than by the contract's decoder.
+ */
 function varint(c: Cursor): number {
+  const value = varintOf(c, 5);
+  if (value > 0xffffffff) throw UNUSUAL;
+  return value;
+}
+
+function varintOf(c: Cursor, maxBytes: number): number {
   let value = 0;
   let scale = 1;
-  for (let i = 0; i < 7; i++) {
+  for (let i = 0; i < maxBytes; i++) {
     if (c.pos >= c.end) throw UNUSUAL;
     const b = c.buf[c.pos++] as number;
     value += (b & 0x7f) * scale;
@@ -68,10 +86,10 @@ function text(c: Cursor, wireType: number): string {
   return textTo(c, span(c));
 }
 
-/** A varint field's value; unusual under another wire type. */
-function number(c: Cursor, wireType: number): number {
+/** A varint field's value (64 bits if `long`); unusual under another wire type. */
+function number(c: Cursor, wireType: number, long = false): number {
   if (wireType !== VARINT) throw UNUSUAL;
-  return varint(c);
+  return long ? varint64(c) : varint(c);
 }
 
 function textTo(c: Cursor, end: number): string {
@@ -138,7 +156,7 @@ function timestamp(c: Cursor, wireType: number): { seconds: number; nanos: numbe
   let nanos = 0;
   while (c.pos < end) {
     const tag = varint(c);
-    if (tag === ((1 << 3) | VARINT)) seconds = varint(c);
+    if (tag === ((1 << 3) | VARINT)) seconds = varint64(c);
     else if (tag === ((2 << 3) | VARINT)) {
       nanos = varint(c);
       if (nanos > 0x7fffffff) throw UNUSUAL; // an int32 read as a negative number
@@ -205,10 +223,10 @@ function event(c: Cursor, slots: Slots): Event__Output {
         e.created_at_text = text(c, wireType);
         break;
       case 16:
-        e.seq = number(c, wireType);
+        e.seq = number(c, wireType, true);
         break;
       case 17:
-        e.offset = number(c, wireType);
+        e.offset = number(c, wireType, true);
         break;
       default:
         throw UNUSUAL;
