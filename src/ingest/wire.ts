@@ -7,8 +7,9 @@
  * objects, and the plain objects bytes, directly.
  *
  * Only what producers send is taken: known fields with their wire types, strings that decode
- * without a U+FFFD, known enum values, numbers below 2^49. Anything else (an unknown field, a
- * truncated message, a string that may not be UTF-8, a negative time) is left to the
+ * without a U+FFFD, known enum values, numbers below 2^49, tags, lengths and enums in at most 5
+ * bytes. Anything else (an unknown field, a truncated message, a string that may not be UTF-8,
+ * a negative time, an overlong varint) is left to the
  * contract's decoder ({@link decodePublishRequest} returns undefined), so it is decoded, or
  * refused by name, exactly as before. A decoded request equals the contract decoder's output
  * (test/ingest-wire.test.ts compares them on generated and mangled messages).
