@@ -2,7 +2,9 @@
  * What ingest's own codec (src/ingest/wire.ts) saves against the contract's (proto-loader):
  * a `Publish` request decoded from its bytes (both through the server's strict reader where
  * they use one), and its answer of acks encoded; and the persister's reading of a log message
- * (`readLogMessage`). `node dist/bench/ingest-codec.js [--rounds=7]`.
+ * (`readLogMessage`). And the log message built and made bytes for nats.js, as its `publish`
+ * makes a text (a TextEncoder) and as the publisher hands it over (`Buffer.from`).
+ * `node dist/bench/ingest-codec.js [--rounds=7]`.
  *
  * Token-like events of one thread and run, 1 and 100 a request, each way timed in one process,
  * alternated, after a warm-up; the median of the rounds in ns per event.
@@ -16,6 +18,7 @@ import { timeAlternated } from './lib/alternated.js';
 
 const { values: args } = parseArgs({ options: { rounds: { type: 'string', default: '7' } } });
 const ROUNDS = Number(args.rounds);
+const textEncoder = new TextEncoder();
 
 interface Method {
   requestSerialize(o: unknown): Buffer;
@@ -35,6 +38,9 @@ const event = (i: number) => ({
   event_id: `ev-${String(i).padStart(6, '0')}`,
 });
 
+const logBody = (records: Parameters<typeof encodeLogMessages>[0]) =>
+  (encodeLogMessages(records, 1 << 20)[0] as LogMessage).body;
+
 for (const n of [1, 100]) {
   const events = Array.from({ length: n }, (_, i) => event(i));
   const request = publish.requestSerialize({ events, ack: 'ACCEPTED' });
@@ -47,7 +53,7 @@ for (const n of [1, 100]) {
     user_id: '',
     created_at: '2026-12-06T05:00:00.123Z',
   }));
-  const log = (encodeLogMessages(records, 1 << 20)[0] as LogMessage).body;
+  const log = logBody(records);
   const iterations = Math.ceil(300_000 / n);
   const ways: [string, () => unknown][] = [
     ['decode, contract', () => publish.requestDeserialize(new StrictReader(request) as unknown as Buffer)],
@@ -55,6 +61,9 @@ for (const n of [1, 100]) {
     ['encode acks, contract', () => publish.responseSerialize(answer)],
     ['encode acks, wire.ts', () => encodePublishResponse(answer)],
     ['read log message', () => readLogMessage(log)],
+    // Built anew each time, as each request's is: a fresh text, not one made flat by a first encode.
+    ['log message to bytes, TextEncoder', () => textEncoder.encode(logBody(records))],
+    ['log message to bytes, Buffer.from', () => Buffer.from(logBody(records), 'utf8')],
   ];
   const ns = timeAlternated(ways, { rounds: ROUNDS, iterations, items: n });
   const line = [...ns].map(([name, v]) => `${name} ${v.toFixed(0)}`).join(', ');

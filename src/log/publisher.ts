@@ -376,7 +376,9 @@ export class LogPublisher {
             ['Nats-Expected-Stream', w.stream],
           ],
     );
-    this.nc.publish(w.subject, w.body, { reply: `${this.#inbox}.${id}`, headers: h });
+    // Bytes, not the text: nats.js encodes a text with a TextEncoder, whose every call on Node 20
+    // allocates an ArrayBuffer of its own (1-3 µs); Buffer.from takes a small one from Node's pool.
+    this.nc.publish(w.subject, Buffer.from(w.body, 'utf8'), { reply: `${this.#inbox}.${id}`, headers: h });
   }
 
   /** Issues every publish still waiting for its ack again, in order (see the file comment). */

@@ -773,7 +773,8 @@ export class Persister implements AsyncDisposable {
     // Only for a PERSISTED ack waiting on one of these events (receipt-wants.ts).
     if (!this.#receiptWants.take(threadId, r.receipts)) return;
     try {
-      nc.publish(subjects.receipts(threadId), encodeReceipts(r.receipts));
+      // As bytes from Node's pool (log/publisher.ts #send says why).
+      nc.publish(subjects.receipts(threadId), Buffer.from(encodeReceipts(r.receipts), 'utf8'));
     } catch (err) {
       // PERSISTED waiters time out; a retry with the same event_ids learns the seqs.
       log.warn({ err: (err as Error).message, threadId }, 'could not publish commit receipts');
