@@ -114,3 +114,34 @@ test('a request whose receipts do not come in time fails with persist_timeout na
     await nc.close();
   }
 });
+
+test('a thread listened to lingers past its last request: the next is answered on the same subscription; it is let go after the linger', async () => {
+  await using servers = await startServers();
+  const nc = await connect({ servers: servers.nats.url });
+  try {
+    const subjects = new Subjects('pwl');
+    const feeds = new ThreadFeeds(nc, (t) => subjects.receipts(t), decodeReceipts, createLogger('silent'));
+    const waiter = new PersistWaiter(feeds, servers.db, 5_000, { lingerMs: 600 });
+    const noDup = (offset: number) => ({ seq: offset, duplicate: false });
+    const answer = async (eventId: string, seq: number) => {
+      const pending = await waiter.prepare([logRecord('t1', 'r', eventId)]);
+      try {
+        const acks = pending.wait([noDup(seq)]);
+        nc.publish(subjects.receipts('t1'), encodeReceipts([{ event_id: eventId, seq, offset: seq }]));
+        return (await acks).map((x) => [x.event_id, x.seq]);
+      } finally {
+        pending.dispose();
+      }
+    };
+    assert.deepEqual(await answer('e1', 1), [['e1', 1]]);
+    assert.equal(waiter.size, 0, 'nothing waits');
+    assert.equal(feeds.size, 1, 'the thread is still listened to');
+    assert.deepEqual(await answer('e2', 2), [['e2', 2]]);
+    assert.equal(feeds.size, 1);
+    await waitFor(() => feeds.size === 0, { what: 'the thread let go after its linger' });
+    // Listened to anew, and answered.
+    assert.deepEqual(await answer('e3', 3), [['e3', 3]]);
+  } finally {
+    await nc.close();
+  }
+});

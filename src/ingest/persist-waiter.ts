@@ -32,11 +32,29 @@ import type { Logger } from '../logger.js';
 import { findEvents } from '../persist/queries.js';
 import type { Receipt } from '../persist/seq-assigner.js';
 
+/**
+ * The requests waiting on one event_id: the request itself, or a set of them when the same
+ * event is in flight in several (a retry while the first attempt waits). One request is the
+ * rule, and a set per event was an allocation and two hash operations per event.
+ */
+type Waiting = PendingPersist | Set<PendingPersist>;
+
+/** Calls `f` for each request of `waiting`. */
+function eachWaiting(waiting: Waiting | undefined, f: (p: PendingPersist) => void): void {
+  if (waiting === undefined) return;
+  if (waiting instanceof PendingPersist) f(waiting);
+  else for (const p of waiting) f(p);
+}
+
 /** The requests waiting on one thread's receipts, by event_id; one feed listener for all. */
 interface ThreadWaiters {
-  readonly byEvent: Map<string, Set<PendingPersist>>;
+  readonly byEvent: Map<string, Waiting>;
   readonly listening: Promise<() => void>;
+  /** Whether `listening` has resolved: a request then has nothing to wait for before publishing. */
+  ready: boolean;
   refs: number;
+  /** Since when (Date.now()) no request has waited on the thread, while it lingers. */
+  idleSince: number | undefined;
 }
 
 /** A request waiting this long for its receipts looks its events up in Postgres. */
@@ -49,6 +67,13 @@ const RECHECK_SWEEP_MS = 500;
 export interface PersistWaiterOptions {
   /** See {@link DEFAULT_RECHECK_AFTER_MS}. */
   readonly recheckAfterMs?: number;
+  /**
+   * How long a thread's receipt listener outlives the last request waiting on it (default 0:
+   * it is let go at once). A thread publishing request after request then finds its listener
+   * in place: one event per request at token rates otherwise added a listener, its promises
+   * and its removal for nearly every request. Let go by the next sweep past it.
+   */
+  readonly lingerMs?: number;
   readonly log?: Logger;
 }
 
@@ -150,51 +175,74 @@ export class PersistWaiter {
   async prepare(records: readonly LogRecord[]): Promise<PendingPersist> {
     const pending = new PendingPersist(records, this.pool, this.timeoutMs, this.#deadlines);
     this.#sweeper ??= setInterval(() => void this.#sweep(), RECHECK_SWEEP_MS).unref();
-    const ready: Promise<unknown>[] = [];
+    let unready: Promise<unknown>[] | undefined;
     for (const [threadId, eventIds] of pending.eventIds) {
       const w = this.#threads.get(threadId) ?? this.#listen(threadId);
       w.refs++;
+      w.idleSince = undefined;
       for (const id of eventIds) {
         const waiting = w.byEvent.get(id);
-        if (waiting) waiting.add(pending);
-        else w.byEvent.set(id, new Set([pending]));
+        if (waiting === undefined) w.byEvent.set(id, pending);
+        else if (waiting instanceof PendingPersist) w.byEvent.set(id, new Set([waiting, pending]));
+        else waiting.add(pending);
       }
-      ready.push(w.listening);
+      if (!w.ready) {
+        unready ??= [];
+        unready.push(w.listening);
+      }
       pending.unlisteners.push(() => this.#release(threadId, w, eventIds, pending));
     }
-    try {
-      await Promise.all(ready);
-    } catch (err) {
-      pending.dispose();
-      throw err;
+    // A thread listened to already (the rule: its subscription lingers) costs no wait.
+    if (unready !== undefined) {
+      try {
+        await Promise.all(unready);
+      } catch (err) {
+        pending.dispose();
+        throw err;
+      }
     }
     return pending;
   }
 
   #listen(threadId: string): ThreadWaiters {
-    const byEvent = new Map<string, Set<PendingPersist>>();
+    const byEvent = new Map<string, Waiting>();
     const listening = this.feeds.listen(threadId, (receipts) => {
       for (const r of receipts) {
         const waiting = byEvent.get(r.event_id);
-        if (waiting) for (const p of waiting) p.onReceipt(threadId, r);
+        if (waiting === undefined) continue;
+        if (waiting instanceof PendingPersist) waiting.onReceipt(threadId, r);
+        else for (const p of waiting) p.onReceipt(threadId, r);
       }
     });
-    const w: ThreadWaiters = { byEvent, listening, refs: 0 };
+    const w: ThreadWaiters = { byEvent, listening, ready: false, refs: 0, idleSince: undefined };
     this.#threads.set(threadId, w);
-    listening.catch(() => {
-      if (this.#threads.get(threadId) === w) this.#threads.delete(threadId);
-    });
+    listening.then(
+      () => {
+        w.ready = true;
+      },
+      () => {
+        if (this.#threads.get(threadId) === w) this.#threads.delete(threadId);
+      },
+    );
     return w;
   }
 
   #release(threadId: string, w: ThreadWaiters, eventIds: readonly string[], pending: PendingPersist): void {
     for (const id of eventIds) {
       const waiting = w.byEvent.get(id);
-      if (!waiting) continue;
-      waiting.delete(pending);
-      if (waiting.size === 0) w.byEvent.delete(id);
+      if (waiting === undefined) continue;
+      if (waiting === pending) w.byEvent.delete(id);
+      else if (waiting instanceof Set) {
+        waiting.delete(pending);
+        if (waiting.size === 0) w.byEvent.delete(id);
+      }
     }
     if (--w.refs > 0) return;
+    if ((this.options.lingerMs ?? 0) > 0) w.idleSince = Date.now();
+    else this.#drop(threadId, w);
+  }
+
+  #drop(threadId: string, w: ThreadWaiters): void {
     if (this.#threads.get(threadId) === w) this.#threads.delete(threadId);
     void w.listening.then(
       (unlisten) => unlisten(),
@@ -202,9 +250,11 @@ export class PersistWaiter {
     );
   }
 
-  /** Threads with requests waiting on their receipts. */
+  /** Threads with requests waiting on their receipts (not those only lingering). */
   get size(): number {
-    return this.#threads.size;
+    let n = 0;
+    for (const w of this.#threads.values()) if (w.refs > 0) n++;
+    return n;
   }
 
   /**
@@ -217,6 +267,11 @@ export class PersistWaiter {
 
   /** Looks up the events of the requests that have waited long enough (see the file comment). */
   async #sweep(): Promise<void> {
+    const lingerMs = this.options.lingerMs ?? 0;
+    const idleBefore = Date.now() - lingerMs;
+    for (const [threadId, w] of this.#threads) {
+      if (w.refs === 0 && w.idleSince !== undefined && w.idleSince <= idleBefore) this.#drop(threadId, w);
+    }
     if (this.#threads.size === 0) {
       clearInterval(this.#sweeper);
       this.#sweeper = undefined;
@@ -243,17 +298,12 @@ export class PersistWaiter {
     for (const [threadId, w] of [...this.#threads]) {
       const ids: string[] = [];
       for (const [id, waiting] of w.byEvent) {
-        for (const p of waiting) {
-          if (wanted(p)) {
-            ids.push(id);
-            break;
-          }
-        }
+        if (waiting instanceof PendingPersist ? wanted(waiting) : [...waiting].some(wanted)) ids.push(id);
       }
       for (let i = 0; i < ids.length; i += RECHECK_IDS_PER_QUERY) {
         const found = await findEvents(this.pool, threadId, ids.slice(i, i + RECHECK_IDS_PER_QUERY));
         for (const [event_id, v] of found) {
-          for (const p of w.byEvent.get(event_id) ?? []) p.onReceipt(threadId, { event_id, ...v });
+          eachWaiting(w.byEvent.get(event_id), (p) => p.onReceipt(threadId, { event_id, ...v }));
         }
       }
     }
@@ -265,13 +315,17 @@ const RECHECK_IDS_PER_QUERY = 1000;
 
 export class PendingPersist implements Disposable {
   readonly unlisteners: (() => void)[] = [];
-  /** thread \0 event_id → indexes of the request's events with that id. */
-  readonly #waiting = new Map<string, number[]>();
+  /**
+   * thread \0 event_id → indexes of the request's events with that id; none for a request of
+   * one event (one event per request is the rule at token rates), which its receipt matches
+   * by comparison, without a key string per event and per receipt.
+   */
+  readonly #waiting: Map<string, number[]> | undefined;
   readonly #receipts: (Receipt | undefined)[];
   /** The request's distinct event_ids, by thread. */
-  readonly eventIds = new Map<string, string[]>();
-  /** Indexes of events whose event_id came earlier in the request. */
-  readonly #repeats = new Set<number>();
+  readonly eventIds: Map<string, string[]>;
+  /** Indexes of events whose event_id came earlier in the request; made at the first. */
+  #repeats: Set<number> | undefined;
   #missing: number;
   #done: (() => void) | undefined;
   readonly #since = Date.now();
@@ -290,19 +344,30 @@ export class PendingPersist implements Disposable {
   ) {
     this.#receipts = new Array(records.length);
     this.#missing = records.length;
+    if (records.length === 1) {
+      const r = records[0] as LogRecord;
+      this.eventIds = new Map([[r.thread_id, [r.event_id]]]);
+      this.#waiting = undefined;
+      return;
+    }
+    const waiting = new Map<string, number[]>();
+    const eventIds = new Map<string, string[]>();
     records.forEach((r, i) => {
       const key = `${r.thread_id}\0${r.event_id}`;
-      const list = this.#waiting.get(key);
+      const list = waiting.get(key);
       if (list) {
         list.push(i);
+        this.#repeats ??= new Set();
         this.#repeats.add(i);
         return;
       }
-      this.#waiting.set(key, [i]);
-      const ids = this.eventIds.get(r.thread_id);
+      waiting.set(key, [i]);
+      const ids = eventIds.get(r.thread_id);
       if (ids) ids.push(r.event_id);
-      else this.eventIds.set(r.thread_id, [r.event_id]);
+      else eventIds.set(r.thread_id, [r.event_id]);
     });
+    this.#waiting = waiting;
+    this.eventIds = eventIds;
   }
 
   /**
@@ -323,6 +388,15 @@ export class PendingPersist implements Disposable {
   }
 
   #resolve(threadId: string, r: Receipt): void {
+    if (this.#waiting === undefined) {
+      // One event: the first receipt of it settles the request, as a key's first does below.
+      const only = this.records[0] as LogRecord;
+      if (this.#missing === 0 || r.event_id !== only.event_id || threadId !== only.thread_id) return;
+      this.#receipts[0] = r;
+      this.#missing = 0;
+      this.#done?.();
+      return;
+    }
     const key = `${threadId}\0${r.event_id}`;
     const indexes = this.#waiting.get(key);
     if (!indexes) return;
@@ -334,12 +408,14 @@ export class PendingPersist implements Disposable {
 
   /** Resolves with one ack per record once all are committed, or fails after the timeout. */
   async wait(pubAcks: readonly LogAck[]): Promise<EventAck[]> {
-    const dupThreads = new Map<string, string[]>();
+    let dupThreads: Map<string, string[]> | undefined;
     pubAcks.forEach((a, i) => {
+      if (!a.duplicate) return;
       const r = this.records[i] as LogRecord;
-      if (a.duplicate) dupThreads.set(r.thread_id, [...(dupThreads.get(r.thread_id) ?? []), r.event_id]);
+      dupThreads ??= new Map();
+      dupThreads.set(r.thread_id, [...(dupThreads.get(r.thread_id) ?? []), r.event_id]);
     });
-    for (const [threadId, ids] of dupThreads) {
+    for (const [threadId, ids] of dupThreads ?? []) {
       const found = await findEvents(this.pool, threadId, ids);
       for (const [event_id, v] of found) this.#resolve(threadId, { event_id, ...v });
       if (found.size < ids.length) this.#unannounced = true;
@@ -368,7 +444,7 @@ export class PendingPersist implements Disposable {
     // one, so only the first can have been stored from it.
     return pubAcks.map((a, i) => {
       const r = this.#receipts[i] as Receipt;
-      const repeat = this.#repeats.has(i);
+      const repeat = this.#repeats?.has(i) === true;
       return {
         event_id: r.event_id,
         duplicate: a.duplicate || r.offset !== a.seq || repeat,

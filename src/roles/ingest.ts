@@ -21,17 +21,13 @@ const RESYNC_RECHECK_AGAIN_MS = 1_000;
 
 export function startIngestRole(b: Base): void {
   const { config, nc, subjects, pool, log } = b;
-  // Receipt subscriptions linger, so a thread that publishes request after request keeps its
-  // subscription instead of a SUB, a round trip and an UNSUB per PERSISTED request.
-  const receipts = new ThreadFeeds<Receipt[]>(
-    nc,
-    (t) => subjects.receipts(t),
-    decodeReceipts,
-    log,
-    RECEIPT_LINGER_MS,
-  );
+  // Receipt listeners linger (in the waiter, so the subscription with them), so a thread that
+  // publishes request after request keeps its subscription instead of a SUB, a round trip and
+  // an UNSUB per PERSISTED request, and its listener instead of one added and removed per request.
+  const receipts = new ThreadFeeds<Receipt[]>(nc, (t) => subjects.receipts(t), decodeReceipts, log);
   const waiter = new PersistWaiter(receipts, pool, config.persistedAckTimeoutMs, {
     log: log.child({ stage: 'ingest' }),
+    lingerMs: RECEIPT_LINGER_MS,
   });
   // Receipts lost while NATS moved: the waiting requests look their events up, now and once
   // more a moment later, when the servers of a cluster all know this node's subscriptions
