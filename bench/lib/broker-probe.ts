@@ -6,6 +6,10 @@
  *    handled) as JSON;
  *  - `RS_BENCH_CPU_PROFILE`: CPU-profile the whole process and write a V8 `.cpuprofile`
  *    there at exit (open it in Chrome DevTools or VS Code).
+ *  - `RS_BENCH_HEAP_PROFILE_DIR`: sample what the process allocates, garbage included (V8's
+ *    sampling heap profiler keeps only live objects unless told otherwise), and write a
+ *    `.heapprofile` into that directory at exit, named by the process's roles and pid
+ *    (`--env RS_BENCH_HEAP_PROFILE_DIR=…`; summarise with `node dist/bench/heap-summary.js`).
  */
 import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector';
@@ -80,6 +84,25 @@ if (profileFile) {
   process.on('exit', () => {
     session.post('Profiler.stop', (err, result) => {
       if (!err) writeFileSync(profileFile, JSON.stringify(result.profile));
+    });
+  });
+}
+
+const heapDir = process.env.RS_BENCH_HEAP_PROFILE_DIR;
+if (heapDir) {
+  const session = new Session();
+  session.connect();
+  session.post('HeapProfiler.enable');
+  session.post('HeapProfiler.startSampling', {
+    samplingInterval: Number(process.env.RS_BENCH_HEAP_PROFILE_INTERVAL) || 32_768,
+    includeObjectsCollectedByMajorGC: true,
+    includeObjectsCollectedByMinorGC: true,
+  });
+  process.on('exit', () => {
+    session.post('HeapProfiler.stopSampling', (err, result) => {
+      const roles = (process.env.RS_ROLES ?? 'all').replace(/[^a-z,]/g, '').replace(/,/g, '+');
+      if (!err)
+        writeFileSync(`${heapDir}/${roles}-${process.pid}.heapprofile`, JSON.stringify(result.profile));
     });
   });
 }
