@@ -53,7 +53,7 @@ interface ThreadWaiters {
   /** Whether `listening` has resolved: a request then has nothing to wait for before publishing. */
   ready: boolean;
   refs: number;
-  /** Since when (Date.now()) no request has waited on the thread, while it lingers. */
+  /** Since when (performance.now()) no request has waited on the thread, while it lingers. */
   idleSince: number | undefined;
 }
 
@@ -238,7 +238,7 @@ export class PersistWaiter {
       }
     }
     if (--w.refs > 0) return;
-    if ((this.options.lingerMs ?? 0) > 0) w.idleSince = Date.now();
+    if ((this.options.lingerMs ?? 0) > 0) w.idleSince = performance.now();
     else this.#drop(threadId, w);
   }
 
@@ -250,7 +250,7 @@ export class PersistWaiter {
     );
   }
 
-  /** Threads with requests waiting on their receipts (not those only lingering). */
+  /** Threads with requests waiting on their receipts (not those only lingering); a pass over all. */
   get size(): number {
     let n = 0;
     for (const w of this.#threads.values()) if (w.refs > 0) n++;
@@ -267,8 +267,7 @@ export class PersistWaiter {
 
   /** Looks up the events of the requests that have waited long enough (see the file comment). */
   async #sweep(): Promise<void> {
-    const lingerMs = this.options.lingerMs ?? 0;
-    const idleBefore = Date.now() - lingerMs;
+    const idleBefore = performance.now() - (this.options.lingerMs ?? 0);
     for (const [threadId, w] of this.#threads) {
       if (w.refs === 0 && w.idleSince !== undefined && w.idleSince <= idleBefore) this.#drop(threadId, w);
     }
@@ -296,9 +295,19 @@ export class PersistWaiter {
   /** Looks up in Postgres the waiting events of the requests `wanted` picks; answers those found. */
   async #lookUp(wanted: (p: PendingPersist) => boolean): Promise<void> {
     for (const [threadId, w] of [...this.#threads]) {
+      if (w.refs === 0) continue; // lingering: nothing waits
       const ids: string[] = [];
       for (const [id, waiting] of w.byEvent) {
-        if (waiting instanceof PendingPersist ? wanted(waiting) : [...waiting].some(wanted)) ids.push(id);
+        if (waiting instanceof PendingPersist) {
+          if (wanted(waiting)) ids.push(id);
+          continue;
+        }
+        for (const p of waiting) {
+          if (wanted(p)) {
+            ids.push(id);
+            break;
+          }
+        }
       }
       for (let i = 0; i < ids.length; i += RECHECK_IDS_PER_QUERY) {
         const found = await findEvents(this.pool, threadId, ids.slice(i, i + RECHECK_IDS_PER_QUERY));
