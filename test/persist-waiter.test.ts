@@ -4,8 +4,9 @@
 // released when its last request is done.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { connect } from '@nats-io/transport-node';
-import { PersistWaiter } from '../src/ingest/persist-waiter.js';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import type { Receipt } from '../src/domain/receipt.js';
+import { PersistWaiter, type PersistWaiterOptions } from '../src/ingest/persist-waiter.js';
 import { decodeReceipts, encodeReceipts } from '../src/log/announcements.js';
 import { Subjects } from '../src/log/subjects.js';
 import { ThreadFeeds } from '../src/log/thread-feed.js';
@@ -14,15 +15,36 @@ import { logRecord } from './helpers/records.js';
 import { startServers } from './helpers/stack.js';
 import { waitFor } from './helpers/wait.js';
 
-test('receipts resolve exactly the requests waiting on their event_ids, and threads are released', async () => {
+/** A request's log ack: stored at `offset`, not a duplicate. */
+const noDup = (offset: number) => ({ seq: offset, duplicate: false });
+
+interface WaiterContext {
+  readonly nc: NatsConnection;
+  readonly subjects: Subjects;
+  readonly feeds: ThreadFeeds<Receipt[]>;
+  readonly waiter: PersistWaiter;
+}
+
+/** Runs `body` with a waiter on receipt feeds of `prefix`, over a real nats-server and Postgres. */
+async function withWaiter(
+  prefix: string,
+  timeoutMs: number,
+  options: PersistWaiterOptions,
+  body: (c: WaiterContext) => Promise<void>,
+): Promise<void> {
   await using servers = await startServers();
   const nc = await connect({ servers: servers.nats.url });
   try {
-    const subjects = new Subjects('pw');
+    const subjects = new Subjects(prefix);
     const feeds = new ThreadFeeds(nc, (t) => subjects.receipts(t), decodeReceipts, createLogger('silent'));
-    const waiter = new PersistWaiter(feeds, servers.db, 5_000);
-    const noDup = (offset: number) => ({ seq: offset, duplicate: false });
+    await body({ nc, subjects, feeds, waiter: new PersistWaiter(feeds, servers.db, timeoutMs, options) });
+  } finally {
+    await nc.close();
+  }
+}
 
+test('receipts resolve exactly the requests waiting on their event_ids, and threads are released', async () => {
+  await withWaiter('pw', 5_000, {}, async ({ nc, subjects, feeds, waiter }) => {
     const a = await waiter.prepare([
       logRecord('t1', 'r', 'a1'),
       logRecord('t1', 'r', 'a2'),
@@ -67,19 +89,11 @@ test('receipts resolve exactly the requests waiting on their event_ids, and thre
     other.dispose();
     assert.equal(waiter.size, 0);
     await waitFor(() => feeds.size === 0, { what: 'no subscription left once nothing waits' });
-  } finally {
-    await nc.close();
-  }
+  });
 });
 
 test('a request whose receipts do not come in time fails with persist_timeout naming what is missing; the others are answered', async () => {
-  await using servers = await startServers();
-  const nc = await connect({ servers: servers.nats.url });
-  try {
-    const subjects = new Subjects('pwt');
-    const feeds = new ThreadFeeds(nc, (t) => subjects.receipts(t), decodeReceipts, createLogger('silent'));
-    const waiter = new PersistWaiter(feeds, servers.db, 300);
-    const noDup = (offset: number) => ({ seq: offset, duplicate: false });
+  await withWaiter('pwt', 300, {}, async ({ nc, subjects, waiter }) => {
     // Three requests wait on one limit-length queue: the first and the last never get receipts.
     const late = await waiter.prepare([logRecord('t1', 'r', 'x1'), logRecord('t1', 'r', 'x2')]);
     const answered = await waiter.prepare([logRecord('t1', 'r', 'y1')]);
@@ -110,19 +124,11 @@ test('a request whose receipts do not come in time fails with persist_timeout na
     await assert.rejects(laterAcks, /1 of 1 events were accepted/);
     for (const p of [late, answered, later]) p.dispose();
     assert.equal(waiter.size, 0);
-  } finally {
-    await nc.close();
-  }
+  });
 });
 
 test('a thread listened to lingers past its last request: the next is answered on the same subscription; it is let go after the linger', async () => {
-  await using servers = await startServers();
-  const nc = await connect({ servers: servers.nats.url });
-  try {
-    const subjects = new Subjects('pwl');
-    const feeds = new ThreadFeeds(nc, (t) => subjects.receipts(t), decodeReceipts, createLogger('silent'));
-    const waiter = new PersistWaiter(feeds, servers.db, 5_000, { lingerMs: 600 });
-    const noDup = (offset: number) => ({ seq: offset, duplicate: false });
+  await withWaiter('pwl', 5_000, { lingerMs: 600 }, async ({ nc, subjects, feeds, waiter }) => {
     const answer = async (eventId: string, seq: number) => {
       const pending = await waiter.prepare([logRecord('t1', 'r', eventId)]);
       try {
@@ -141,7 +147,5 @@ test('a thread listened to lingers past its last request: the next is answered o
     await waitFor(() => feeds.size === 0, { what: 'the thread let go after its linger' });
     // Listened to anew, and answered.
     assert.deepEqual(await answer('e3', 3), [['e3', 3]]);
-  } finally {
-    await nc.close();
-  }
+  });
 });
