@@ -19,7 +19,9 @@ import { decodeReceipts, encodeReceipts } from '../src/log/announcements.js';
 import { Subjects } from '../src/log/subjects.js';
 import { ThreadFeeds } from '../src/log/thread-feed.js';
 import { createLogger } from '../src/logger.js';
+import { RECEIPT_LINGER_MS } from '../src/roles/ingest.js';
 import { startNatsServer } from '../test/helpers/nats-server.js';
+import { logRecord } from '../test/helpers/records.js';
 import { median } from './lib/stats.js';
 
 const { values: args } = parseArgs({
@@ -33,24 +35,10 @@ const ROUNDS = Number(args.rounds);
 const THREADS = 100;
 const IN_FLIGHT = 50;
 
-/** roles/ingest.ts: how long a thread's receipt listener outlives its last request. */
-const LINGER_MS = 30_000;
 const subjects = new Subjects('bench');
 
-function record(i: number): LogRecord {
-  const t = i % THREADS;
-  return {
-    thread_id: `thread-${t}`,
-    run_id: `run-${t}`,
-    event_id: `0193a5b2-7c1e-7d3a-9f00-${String(i).padStart(12, '0')}`,
-    event_type: 'token',
-    category: 'message',
-    user_id: 'user-1',
-    created_at: '2026-12-06T20:00:00.000Z',
-    content_json: '{"delta":"tok"}',
-    metadata_json: '{}',
-  };
-}
+const record = (i: number): LogRecord =>
+  logRecord(`thread-${i % THREADS}`, 'run-1', `0193a5b2-7c1e-7d3a-9f00-${String(i).padStart(12, '0')}`);
 
 async function round(waiter: PersistWaiter, nc: NatsConnection, from: number): Promise<number> {
   const one = async (i: number): Promise<void> => {
@@ -88,12 +76,11 @@ async function main(): Promise<void> {
     (t) => subjects.receipts(t),
     decodeReceipts,
     createLogger('silent'),
-    // The broker lets the listener linger in the waiter; this linger of the feed is the one
-    // builds before that had, so this file times either.
-    LINGER_MS,
   );
   // No lookup in Postgres happens (every receipt comes at once), so no pool is needed.
-  const waiter = new PersistWaiter(feeds, undefined as unknown as pg.Pool, 30_000, { lingerMs: LINGER_MS });
+  const waiter = new PersistWaiter(feeds, undefined as unknown as pg.Pool, 30_000, {
+    lingerMs: RECEIPT_LINGER_MS,
+  });
   await round(waiter, nc, 0); // warm-up
   const ns: number[] = [];
   for (let r = 1; r <= ROUNDS; r++) {

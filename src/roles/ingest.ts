@@ -15,7 +15,7 @@ import { deletionHorizon } from '../persist/deletions.js';
 import type { Base } from './base.js';
 
 /** How long a thread's receipt subscription outlives its last PERSISTED request (up to 0.5 s more: swept). */
-const RECEIPT_LINGER_MS = 30_000;
+export const RECEIPT_LINGER_MS = 30_000;
 /** When the waiting PERSISTED requests look their events up a second time after a resync. */
 const RESYNC_RECHECK_AGAIN_MS = 1_000;
 
