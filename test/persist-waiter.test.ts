@@ -4,21 +4,27 @@
 // released when its last request is done.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
+import pg from 'pg';
 import type { Receipt } from '../src/domain/receipt.js';
 import { PersistWaiter, type PersistWaiterOptions } from '../src/ingest/persist-waiter.js';
 import { decodeReceipts, encodeReceipts } from '../src/log/announcements.js';
 import { Subjects } from '../src/log/subjects.js';
 import { ThreadFeeds } from '../src/log/thread-feed.js';
 import { createLogger } from '../src/logger.js';
+import { migrate } from '../src/persist/migrate.js';
 import { logRecord } from './helpers/records.js';
-import { startServers } from './helpers/stack.js';
+import { type Servers, startServers } from './helpers/stack.js';
 import { waitFor } from './helpers/wait.js';
 
 /** A request's log ack: stored at `offset`, not a duplicate. */
 const noDup = (offset: number) => ({ seq: offset, duplicate: false });
+/** A request's log ack: JetStream dropped it as a duplicate of the message at `offset`. */
+const dup = (offset: number) => ({ seq: offset, duplicate: true });
 
 interface WaiterContext {
+  readonly servers: Servers;
   readonly nc: NatsConnection;
   readonly subjects: Subjects;
   readonly feeds: ThreadFeeds<Receipt[]>;
@@ -37,7 +43,13 @@ async function withWaiter(
   try {
     const subjects = new Subjects(prefix);
     const feeds = new ThreadFeeds(nc, (t) => subjects.receipts(t), decodeReceipts, createLogger('silent'));
-    await body({ nc, subjects, feeds, waiter: new PersistWaiter(feeds, servers.db, timeoutMs, options) });
+    await body({
+      servers,
+      nc,
+      subjects,
+      feeds,
+      waiter: new PersistWaiter(feeds, servers.db, timeoutMs, options),
+    });
   } finally {
     await nc.close();
   }
@@ -149,3 +161,100 @@ test('a thread listened to lingers past its last request: the next is answered o
     assert.deepEqual(await answer('e3', 3), [['e3', 3]]);
   });
 });
+
+test('a retry of events stored on thousands of threads is answered from Postgres in a few statements, not one per thread', async () => {
+  await withWaiter('pwd', 30_000, {}, async ({ servers, waiter }) => {
+    const db = servers.db;
+    await migrate(db, createLogger('silent'));
+    const threads = 2_500;
+    // Stored: event e of thread d-i, seq i % 7 + 1, at offset 100 + i; and one refused by the store.
+    await db.query(
+      `INSERT INTO run_events (thread_id, seq, event_id, run_id, event_type, category, created_at, content,
+                               metadata, stream_offset)
+       SELECT 'd-' || i, i % 7 + 1, 'e', 'r', 'ai_chunk', 1, now(), '"x"', '{}', 100 + i
+         FROM generate_series(0, $1::int - 1) AS i`,
+      [threads],
+    );
+    await db.query(
+      `INSERT INTO dead_letters (thread_id, event_id, run_id, event_type, category, user_id, created_at, content,
+                                 metadata, stream_offset, error, sqlstate, notice_seq)
+       VALUES ('dead', 'e', 'r', 'ai_chunk', 1, '', 'x', '"x"', '{}', 99, 'refused for the test', '22P02', 0)`,
+    );
+    const records = Array.from({ length: threads }, (_, i) => logRecord(`d-${i}`, 'r', 'e'));
+    records.push(logRecord('dead', 'r', 'e'), logRecord('d-3', 'r', 'e')); // and a repeat
+    const offsets = [...Array.from({ length: threads }, (_, i) => 100 + i), 99, 103];
+
+    const statements = countQueries(db);
+    const pending = await waiter.prepare(records);
+    try {
+      const acks = await pending.wait(offsets.map(dup));
+      assert.equal(acks.length, records.length);
+      acks.slice(0, threads).forEach((a, i) => {
+        assert.deepEqual(
+          [a.event_id, a.seq, a.offset, a.duplicate, a.rejected],
+          ['e', (i % 7) + 1, 100 + i, true, ''],
+        );
+      });
+      assert.deepEqual(
+        acks.slice(threads).map((a) => [a.seq, a.offset, a.rejected]),
+        [
+          [0, 99, 'refused for the test'],
+          [4, 103, ''],
+        ],
+      );
+      assert.ok(statements() <= 3, `${statements()} statements looked up ${threads + 1} threads`);
+    } finally {
+      pending.dispose();
+    }
+  });
+});
+
+test('the ack timeout counts from the start of the wait: lookups that cannot reach Postgres fail at the limit', async () => {
+  await withWaiter('pwh', 300, {}, async ({ servers, feeds }) => {
+    await migrate(servers.db, createLogger('silent'));
+    // A pool whose one connection is taken: the lookup waits for it as long as it is held.
+    const pool = new pg.Pool({ connectionString: servers.pg.url, max: 1 });
+    const held = await pool.connect();
+    try {
+      const waiter = new PersistWaiter(feeds, pool, 300);
+      const pending = await waiter.prepare([logRecord('h1', 'r', 'e1')]);
+      try {
+        const outcome = await Promise.race([
+          pending.wait([dup(5)]).then(
+            () => 'answered',
+            (err: Error) => err.message,
+          ),
+          sleep(20_000, 'still waiting after 20 s', { ref: false }),
+        ]);
+        assert.match(
+          String(outcome),
+          /^1 of 1 events were accepted into the log but not yet committed after 300 ms/,
+        );
+      } finally {
+        pending.dispose();
+      }
+      // Log acks still settling (deleted events published again, after a lookup of their
+      // horizons that does not answer) are inside the limit too.
+      const settling = await waiter.prepare([logRecord('h2', 'r', 'e1')]);
+      try {
+        await assert.rejects(settling.wait(new Promise(() => undefined)), /1 of 1 events were accepted/);
+      } finally {
+        settling.dispose();
+      }
+    } finally {
+      held.release();
+      await pool.end();
+    }
+  });
+});
+
+/** Counts the statements sent through `db` from now on (the waiter's lookups; nothing else uses it here). */
+function countQueries(db: pg.Pool): () => number {
+  let n = 0;
+  const query = db.query.bind(db) as (...args: unknown[]) => unknown;
+  (db as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
+    n++;
+    return query(...args);
+  };
+  return () => n;
+}

@@ -29,7 +29,7 @@ import type { EventAck } from '../gen/runstream/v1/EventAck.js';
 import type { LogAck } from '../log/publisher.js';
 import type { ThreadFeeds } from '../log/thread-feed.js';
 import type { Logger } from '../logger.js';
-import { findEvents } from '../persist/queries.js';
+import { type EventKey, findEvents } from '../persist/queries.js';
 import type { Receipt } from '../persist/seq-assigner.js';
 
 /**
@@ -292,35 +292,29 @@ export class PersistWaiter {
     }
   }
 
-  /** Looks up in Postgres the waiting events of the requests `wanted` picks; answers those found. */
+  /**
+   * Looks up in Postgres the waiting events of the requests `wanted` picks, of all threads at
+   * once (findEvents: a statement per thousand); answers those found.
+   */
   async #lookUp(wanted: (p: PendingPersist) => boolean): Promise<void> {
-    for (const [threadId, w] of [...this.#threads]) {
+    const keys: EventKey[] = [];
+    for (const [thread_id, w] of this.#threads) {
       if (w.refs === 0) continue; // lingering: nothing waits
-      const ids: string[] = [];
-      for (const [id, waiting] of w.byEvent) {
-        if (waiting instanceof PendingPersist) {
-          if (wanted(waiting)) ids.push(id);
-          continue;
-        }
-        for (const p of waiting) {
-          if (wanted(p)) {
-            ids.push(id);
-            break;
-          }
-        }
-      }
-      for (let i = 0; i < ids.length; i += RECHECK_IDS_PER_QUERY) {
-        const found = await findEvents(this.pool, threadId, ids.slice(i, i + RECHECK_IDS_PER_QUERY));
-        for (const [event_id, v] of found) {
-          eachWaiting(w.byEvent.get(event_id), (p) => p.onReceipt(threadId, { event_id, ...v }));
+      for (const [event_id, waiting] of w.byEvent) {
+        if (waiting instanceof PendingPersist ? wanted(waiting) : [...waiting].some(wanted)) {
+          keys.push({ thread_id, event_id });
         }
       }
     }
+    if (keys.length === 0) return;
+    for (const f of await findEvents(this.pool, keys)) {
+      // Whoever waits on the event now: it is committed, whether or not they were picked.
+      eachWaiting(this.#threads.get(f.thread_id)?.byEvent.get(f.event_id), (p) =>
+        p.onReceipt(f.thread_id, f),
+      );
+    }
   }
 }
-
-/** Event ids one recheck statement looks up. */
-const RECHECK_IDS_PER_QUERY = 1000;
 
 export class PendingPersist implements Disposable {
   readonly unlisteners: (() => void)[] = [];
@@ -415,43 +409,41 @@ export class PendingPersist implements Disposable {
     if (this.#missing === 0) this.#done?.();
   }
 
-  /** Resolves with one ack per record once all are committed, or fails after the timeout. */
-  async wait(pubAcks: readonly LogAck[]): Promise<EventAck[]> {
-    let dupThreads: Map<string, string[]> | undefined;
-    pubAcks.forEach((a, i) => {
-      if (!a.duplicate) return;
-      const r = this.records[i] as LogRecord;
-      dupThreads ??= new Map();
-      dupThreads.set(r.thread_id, [...(dupThreads.get(r.thread_id) ?? []), r.event_id]);
-    });
-    for (const [threadId, ids] of dupThreads ?? []) {
-      const found = await findEvents(this.pool, threadId, ids);
-      for (const [event_id, v] of found) this.#resolve(threadId, { event_id, ...v });
-      if (found.size < ids.length) this.#unannounced = true;
-    }
-    if (this.#missing > 0) {
+  /**
+   * Resolves with one ack per record once all are committed, or fails after the timeout,
+   * which counts from here: `logAcks` may still be settling (duplicates of deleted events
+   * published again), and looking the duplicates up in Postgres is inside the limit too, so
+   * a retry of thousands of stored events, or a Postgres that does not answer, cannot hold
+   * a request past it.
+   */
+  async wait(logAcks: readonly LogAck[] | Promise<readonly LogAck[]>): Promise<EventAck[]> {
+    let pubAcks = Array.isArray(logAcks) ? (logAcks as readonly LogAck[]) : undefined;
+    if (pubAcks === undefined || this.#missing > 0) {
       let deadline: Deadline | undefined;
       try {
         await new Promise<void>((resolve, reject) => {
-          this.#done = resolve;
-          deadline = this.deadlines.add(() => {
-            reject(
-              new RunstreamError(
-                ErrorCode.PersistTimeout,
-                `${this.#missing} of ${this.records.length} events were accepted into the log but not yet ` +
-                  `committed after ${this.timeoutMs} ms; they will be. Publish them again with the same ` +
-                  'event_ids to learn their seqs.',
-              ),
-            );
-          });
+          deadline = this.deadlines.add(() => reject(this.#timedOut()));
+          const settle = (): void => {
+            if (pubAcks !== undefined && this.#missing === 0) resolve();
+          };
+          this.#done = settle;
+          void Promise.resolve(logAcks)
+            .then((acks) => {
+              pubAcks = acks;
+              const duplicates = this.#duplicates(acks);
+              return duplicates.length > 0 ? this.#lookUpDuplicates(duplicates) : undefined;
+            })
+            .then(settle, reject);
         });
       } finally {
+        this.#done = undefined;
         if (deadline) this.deadlines.cancel(deadline);
       }
     }
+    const acks = pubAcks as readonly LogAck[];
     // A repeat of an event_id within the request shares its log message with the first
     // one, so only the first can have been stored from it.
-    return pubAcks.map((a, i) => {
+    return acks.map((a, i) => {
       const r = this.#receipts[i] as Receipt;
       const repeat = this.#repeats?.has(i) === true;
       return {
@@ -462,6 +454,33 @@ export class PendingPersist implements Disposable {
         rejected: r.rejected ?? '',
       };
     });
+  }
+
+  /** The distinct events JetStream reported as duplicates: maybe committed long ago, with no receipt coming. */
+  #duplicates(pubAcks: readonly LogAck[]): EventKey[] {
+    const keys: EventKey[] = [];
+    pubAcks.forEach((a, i) => {
+      if (!a.duplicate || this.#repeats?.has(i) === true) return;
+      const r = this.records[i] as LogRecord;
+      keys.push({ thread_id: r.thread_id, event_id: r.event_id });
+    });
+    return keys;
+  }
+
+  /** Answers the duplicates found in Postgres; any not there yet may have no receipt coming. */
+  async #lookUpDuplicates(keys: readonly EventKey[]): Promise<void> {
+    const found = await findEvents(this.pool, keys);
+    for (const f of found) this.#resolve(f.thread_id, f);
+    if (found.length < keys.length) this.#unannounced = true;
+  }
+
+  #timedOut(): RunstreamError {
+    return new RunstreamError(
+      ErrorCode.PersistTimeout,
+      `${this.#missing} of ${this.records.length} events were accepted into the log but not yet ` +
+        `committed after ${this.timeoutMs} ms; they will be. Publish them again with the same ` +
+        'event_ids to learn their seqs.',
+    );
   }
 
   dispose(): void {

@@ -43,7 +43,10 @@ export interface IngestLimits {
 export interface IngestServiceOptions {
   readonly publisher: LogPublisher;
   /** The log offset up to which a thread's run was deleted (0: never); see {@link IngestService}. */
-  readonly deletionHorizon: (threadId: string, runId: string) => Promise<number>;
+  /** The deletion horizons of thread runs, in the order asked (persist/deletions.ts). */
+  readonly deletionHorizons: (
+    keys: readonly { readonly thread_id: string; readonly run_id: string }[],
+  ) => Promise<number[]>;
   readonly streamLimits: IngestLimits;
   /** The node's budget of in-flight request bytes, shared by every call. */
   readonly budget: InflightBudget;
@@ -189,8 +192,9 @@ export class IngestService {
   ): Promise<PublishResponse> {
     try {
       const pubAcks = await published;
+      // The ack timeout counts from the log's acks: looking up deletion horizons is inside it.
       const fixed = pubAcks.some((a) => a.duplicate)
-        ? await this.#republishDeleted(records, pubAcks, true)
+        ? this.#republishDeleted(records, pubAcks, true)
         : pubAcks;
       return { acks: await pending.wait(fixed) };
     } finally {
@@ -219,19 +223,31 @@ export class IngestService {
       if (list) list.push(i);
       else byOffset.set(a.seq, [i]);
     });
+    // All the messages' horizons at once, a statement per thousand (a retry may span
+    // thousands of threads), and their publishes issued together: the publisher writes
+    // them in the order issued.
+    const messages = [...byOffset];
+    const horizons = await this.#o.deletionHorizons(
+      messages.map(([, indexes]) => records[indexes[0] as number] as LogRecord),
+    );
+    const again: Promise<void>[] = [];
     const fixed = [...acks];
-    for (const [offset, indexes] of byOffset) {
-      const first = records[indexes[0] as number] as LogRecord;
-      const horizon = await this.#o.deletionHorizon(first.thread_id, first.run_id);
-      if (offset > horizon) continue; // the original is alive: a real duplicate
-      const again = await this.#o.publisher.publish(
+    messages.forEach(([offset, indexes], m) => {
+      const horizon = horizons[m] as number;
+      if (offset > horizon) return; // the original is alive: a real duplicate
+      const published = this.#o.publisher.publish(
         indexes.map((i) => records[i] as LogRecord),
         { msgIdSuffix: `~${horizon}`, receipts },
       );
-      indexes.forEach((i, k) => {
-        fixed[i] = again[k] as LogAck;
-      });
-    }
+      again.push(
+        published.then((newAcks) =>
+          indexes.forEach((i, k) => {
+            fixed[i] = newAcks[k] as LogAck;
+          }),
+        ),
+      );
+    });
+    await Promise.all(again);
     return fixed;
   }
 

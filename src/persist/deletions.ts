@@ -145,22 +145,33 @@ export function deleteRows(pool: pg.Pool, q: DeleteRowsQuery): Promise<DeletedRo
   });
 }
 
+/** Keys one statement of {@link deletionHorizons} looks up. */
+export const HORIZONS_PER_STATEMENT = 1000;
+
 /**
- * The offset up to which a thread's run is deleted: the higher of the thread's deletion
- * horizon and the run's (0 when neither was ever deleted).
+ * The offsets up to which threads' runs are deleted, in the order of `keys`: for each, the
+ * higher of its thread's deletion horizon and its run's (0 when neither was ever deleted).
+ * One statement per {@link HORIZONS_PER_STATEMENT} keys, each key an index probe.
  */
-export async function deletionHorizon(
+export async function deletionHorizons(
   db: pg.Pool | pg.ClientBase,
-  threadId: string,
-  runId: string,
-): Promise<number> {
-  const { rows } = await db.query<{ upto: string }>({
-    name: 'rs_deletion_horizon',
-    text: `SELECT GREATEST(
-             COALESCE((SELECT deleted_upto_offset FROM thread_heads WHERE thread_id = $1), 0),
-             COALESCE((SELECT deleted_upto_offset FROM run_deletions WHERE thread_id = $1 AND run_id = $2), 0)
-           )::int8 AS upto`,
-    values: [threadId, runId],
-  });
-  return Number(rows[0]?.upto ?? 0);
+  keys: readonly { readonly thread_id: string; readonly run_id: string }[],
+): Promise<number[]> {
+  const horizons: number[] = [];
+  for (let i = 0; i < keys.length; i += HORIZONS_PER_STATEMENT) {
+    const chunk = keys.slice(i, i + HORIZONS_PER_STATEMENT);
+    const { rows } = await db.query<{ upto: string }>({
+      name: 'rs_deletion_horizons',
+      text: `SELECT GREATEST(
+                      COALESCE((SELECT h.deleted_upto_offset FROM thread_heads h WHERE h.thread_id = k.thread_id), 0),
+                      COALESCE((SELECT d.deleted_upto_offset FROM run_deletions d
+                                 WHERE d.thread_id = k.thread_id AND d.run_id = k.run_id), 0)
+                    )::int8 AS upto
+               FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(thread_id, run_id, i)
+              ORDER BY k.i`,
+      values: [chunk.map((k) => k.thread_id), chunk.map((k) => k.run_id)],
+    });
+    for (const r of rows) horizons.push(Number(r.upto));
+  }
+  return horizons;
 }

@@ -456,39 +456,66 @@ export async function headSeqs(
   return new Map(rows.map((r) => [r.thread_id, Number(r.head ?? 0)]));
 }
 
+/** An event of a thread, by its producer's id. */
+export interface EventKey {
+  readonly thread_id: string;
+  readonly event_id: string;
+}
+
+/** What became of an event: stored (seq and offset), or refused by the store (seq 0 and why). */
+export interface FoundEvent extends EventKey {
+  readonly seq: number;
+  readonly offset: number;
+  readonly rejected?: string;
+}
+
+/** Keys one statement of {@link findEvents} looks up. */
+export const FIND_EVENTS_PER_STATEMENT = 1000;
+
 /**
- * What became of the given event ids of a thread (for acks of duplicates): stored (seq and
- * offset), or refused by the store (seq 0 and the reason, from `dead_letters`).
+ * What became of the given events, of any threads (for acks of duplicates): stored, or
+ * refused by the store (from `dead_letters`); those not found are left out. One statement per
+ * {@link FIND_EVENTS_PER_STATEMENT} keys, each key an index probe: a retry of a request that
+ * spans thousands of threads is a few statements, not one per thread.
  */
 export async function findEvents(
   db: pg.Pool | pg.ClientBase,
-  threadId: string,
-  eventIds: readonly string[],
-): Promise<Map<string, { seq: number; offset: number; rejected?: string }>> {
-  const { rows } = await db.query<{
-    event_id: string;
-    seq: string;
-    stream_offset: string;
-    rejected: string | null;
-  }>({
-    name: 'rs_find',
-    text: `SELECT event_id, seq, stream_offset, NULL AS rejected FROM run_events
-            WHERE thread_id = $1 AND event_id = ANY($2::text[])
-           UNION ALL
-           SELECT event_id, 0, stream_offset, error FROM dead_letters
-            WHERE thread_id = $1 AND event_id = ANY($2::text[])`,
-    values: [threadId, eventIds],
-  });
-  return new Map(
-    rows.map((r) => [
-      r.event_id,
-      {
+  keys: readonly EventKey[],
+): Promise<FoundEvent[]> {
+  const found: FoundEvent[] = [];
+  for (let i = 0; i < keys.length; i += FIND_EVENTS_PER_STATEMENT) {
+    const chunk = keys.slice(i, i + FIND_EVENTS_PER_STATEMENT);
+    const { rows } = await db.query<{
+      thread_id: string;
+      event_id: string;
+      seq: string;
+      stream_offset: string;
+      rejected: string | null;
+    }>({
+      name: 'rs_find_events',
+      // The stored row first: an event refused once and stored since is stored.
+      text: `SELECT k.thread_id, k.event_id, f.seq, f.stream_offset, f.rejected
+               FROM unnest($1::text[], $2::text[]) AS k(thread_id, event_id)
+              CROSS JOIN LATERAL (
+                     SELECT e.seq, e.stream_offset, NULL::text AS rejected FROM run_events e
+                      WHERE e.thread_id = k.thread_id AND e.event_id = k.event_id
+                     UNION ALL
+                     SELECT 0, d.stream_offset, d.error FROM dead_letters d
+                      WHERE d.thread_id = k.thread_id AND d.event_id = k.event_id
+                     LIMIT 1) AS f`,
+      values: [chunk.map((k) => k.thread_id), chunk.map((k) => k.event_id)],
+    });
+    for (const r of rows) {
+      found.push({
+        thread_id: r.thread_id,
+        event_id: r.event_id,
         seq: Number(r.seq),
         offset: Number(r.stream_offset),
         ...(r.rejected === null ? {} : { rejected: r.rejected }),
-      },
-    ]),
-  );
+      });
+    }
+  }
+  return found;
 }
 
 export interface ToolCallLookup {

@@ -11,7 +11,7 @@ import { IngestService } from '../ingest/server.js';
 import { decodeReceipts } from '../log/announcements.js';
 import { LogPublisher } from '../log/publisher.js';
 import { ThreadFeeds } from '../log/thread-feed.js';
-import { deletionHorizon } from '../persist/deletions.js';
+import { deletionHorizons } from '../persist/deletions.js';
 import type { Base } from './base.js';
 
 /** How long a thread's receipt subscription outlives its last PERSISTED request (up to 0.5 s more: swept). */
@@ -45,7 +45,7 @@ export function startIngestRole(b: Base): void {
   });
   new IngestService({
     publisher: new LogPublisher(nc, subjects, undefined, { streamName: config.streamName }),
-    deletionHorizon: (threadId, runId) => deletionHorizon(pool, threadId, runId),
+    deletionHorizons: (keys) => deletionHorizons(pool, keys),
     budget: new InflightBudget(config.ingestMaxInflightBytes),
     streamLimits: {
       streamMaxInflight: config.publishStreamMaxInflight,
