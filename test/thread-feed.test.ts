@@ -1,13 +1,11 @@
 // ThreadFeeds (src/log/thread-feed.ts): a listener sees everything published after it was
-// added, a lingering feed is reused without a new subscription, and it is dropped once
-// its linger ends.
+// added, the listeners of a thread share one subscription, and it goes with the last one.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { ThreadFeeds } from '../src/log/thread-feed.js';
 import { createLogger } from '../src/logger.js';
 import { startNatsServer } from './helpers/nats-server.js';
-import { waitFor } from './helpers/wait.js';
 
 /** The connection, counting its subscribe calls. */
 function countingSubscribes(nc: NatsConnection): { nc: NatsConnection; count: () => number } {
@@ -27,7 +25,7 @@ function countingSubscribes(nc: NatsConnection): { nc: NatsConnection; count: ()
   return { nc: proxy, count: () => n };
 }
 
-test('a lingering feed is reused without subscribing again, and dropped when the linger ends', async () => {
+test('listeners of a thread share one subscription, which goes with the last of them; a listener after that subscribes anew', async () => {
   await using nats = await startNatsServer();
   const nc = await connect({ servers: nats.url });
   // Another connection publishes: delivery proves the server has the subscription.
@@ -39,7 +37,6 @@ test('a lingering feed is reused without subscribing again, and dropped when the
       (t) => `feed.${t}`,
       (m) => m.string(),
       createLogger('silent'),
-      300,
     );
     const got: string[] = [];
     const send = async (v: string): Promise<void> => {
@@ -48,33 +45,23 @@ test('a lingering feed is reused without subscribing again, and dropped when the
       await nc.flush(); // anything the server routed to nc has arrived before this PONG
     };
 
-    const removeA = await feeds.listenMany(['a'], (t, v) => got.push(`${t}:${v}`));
+    const removeA = await feeds.listenMany(['a'], (t, v) => got.push(`A:${t}:${v}`));
+    const removeB = await feeds.listen('a', (v) => got.push(`B:${v}`));
+    assert.equal(counting.count(), 1, 'one subscription for both listeners');
     await send('1');
     removeA();
-    assert.equal(feeds.size, 1, 'lingers after its last listener left');
-
-    const removeB = await feeds.listenMany(['a'], (t, v) => got.push(`${t}:${v}`));
-    assert.equal(counting.count(), 1, 'the lingering subscription serves the new listener');
+    assert.equal(feeds.size, 1, 'B still listens');
     await send('2');
     removeB();
-
-    await waitFor(() => feeds.size === 0, { what: 'the linger to end' });
+    assert.equal(feeds.size, 0, 'gone with its last listener');
     await send('3');
-    assert.deepEqual(got, ['a:1', 'a:2'], 'nothing after the feed was dropped');
+    assert.deepEqual(got, ['A:a:1', 'B:1', 'B:2'], 'nothing after the feed was dropped');
 
-    // Without linger a feed goes with its last listener.
-    const eager = new ThreadFeeds<string>(
-      nc,
-      (t) => `feed.${t}`,
-      (m) => m.string(),
-      createLogger('silent'),
-    );
-    const remove = await eager.listen('a', (v) => got.push(`eager:${v}`));
+    const removeC = await feeds.listen('a', (v) => got.push(`C:${v}`));
+    assert.equal(counting.count(), 2, 'subscribed anew');
     await send('4');
-    remove();
-    assert.equal(eager.size, 0);
-    await send('5');
-    assert.deepEqual(got, ['a:1', 'a:2', 'eager:4']);
+    removeC();
+    assert.deepEqual(got.slice(3), ['C:4']);
   } finally {
     await pub.close();
     await nc.close();

@@ -1,12 +1,12 @@
 /**
  * Per-thread core-NATS subscriptions shared by many local listeners.
  *
- * A node subscribes to a thread's subject only while something local listens to it
- * (and for `lingerMs` after the last listener leaves, so a thread that is listened to
- * request after request is not subscribed again each time), once however many listeners
- * there are, and decodes each message once for all of them. A listener is added once
- * the server has confirmed the subscription: one round trip for a new subscription,
- * none for a thread already subscribed.
+ * A node subscribes to a thread's subject only while something local listens to it, once
+ * however many listeners there are, and decodes each message once for all of them. A
+ * listener is added once the server has confirmed the subscription: one round trip for a
+ * new subscription, none for a thread already subscribed. (A user that wants a thread's
+ * subscription to outlive its listeners keeps a listener itself: ingest's PERSISTED waiter
+ * does, for 30 s after a thread's last request.)
  */
 import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
 import type { Logger } from '../logger.js';
@@ -18,8 +18,6 @@ interface Feed<T> {
   readonly listeners: Set<FeedListener<T>>;
   /** Resolves once the server has registered the subscription. */
   readonly ready: Promise<void>;
-  /** The pending unsubscribe of a feed nobody listens to, while it lingers. */
-  linger?: NodeJS.Timeout;
 }
 
 export class ThreadFeeds<T> {
@@ -30,7 +28,6 @@ export class ThreadFeeds<T> {
     private readonly subjectOf: (threadId: string) => string,
     private readonly decode: (msg: Msg, threadId: string) => T,
     private readonly log: Logger,
-    private readonly lingerMs = 0,
   ) {}
 
   /**
@@ -70,10 +67,6 @@ export class ThreadFeeds<T> {
 
   #add(threadId: string, listener: FeedListener<T>): [() => void, Feed<T>] {
     let feed = this.#feeds.get(threadId);
-    if (feed?.linger) {
-      clearTimeout(feed.linger);
-      feed.linger = undefined;
-    }
     if (!feed) {
       const listeners = new Set<FeedListener<T>>();
       const sub = this.nc.subscribe(this.subjectOf(threadId), {
@@ -98,7 +91,6 @@ export class ThreadFeeds<T> {
       this.#feeds.set(threadId, created);
       // A failed flush fails every listener of the feed; the next listener subscribes anew.
       ready.catch(() => {
-        clearTimeout(created.linger);
         if (this.#feeds.get(threadId) === created) this.#feeds.delete(threadId);
         created.sub.unsubscribe();
       });
@@ -109,20 +101,10 @@ export class ThreadFeeds<T> {
     const remove = (): void => {
       current.listeners.delete(listener);
       if (current.listeners.size > 0 || this.#feeds.get(threadId) !== current) return;
-      if (this.lingerMs <= 0) this.#drop(threadId, current);
-      else if (!current.linger) {
-        current.linger = setTimeout(() => this.#drop(threadId, current), this.lingerMs);
-        current.linger.unref();
-      }
+      this.#feeds.delete(threadId);
+      current.sub.unsubscribe();
     };
     return [remove, feed];
-  }
-
-  #drop(threadId: string, feed: Feed<T>): void {
-    if (feed.listeners.size > 0 || this.#feeds.get(threadId) !== feed) return;
-    clearTimeout(feed.linger);
-    this.#feeds.delete(threadId);
-    feed.sub.unsubscribe();
   }
 
   /** Number of threads with at least one listener. */
