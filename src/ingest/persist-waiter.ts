@@ -427,13 +427,15 @@ export class PendingPersist implements Disposable {
             if (pubAcks !== undefined && this.#missing === 0) resolve();
           };
           this.#done = settle;
-          void Promise.resolve(logAcks)
-            .then((acks) => {
-              pubAcks = acks;
-              const duplicates = this.#duplicates(acks);
-              return duplicates.length > 0 ? this.#lookUpDuplicates(duplicates) : undefined;
-            })
-            .then(settle, reject);
+          // Acks at hand (the rule) are looked at now, without a promise for them.
+          const start = (acks: readonly LogAck[]): void => {
+            pubAcks = acks;
+            const duplicates = this.#duplicates(acks);
+            if (duplicates === undefined) settle();
+            else this.#lookUpDuplicates(duplicates).then(settle, reject);
+          };
+          if (Array.isArray(logAcks)) start(logAcks);
+          else (logAcks as Promise<readonly LogAck[]>).then(start, reject);
         });
       } finally {
         this.#done = undefined;
@@ -457,11 +459,12 @@ export class PendingPersist implements Disposable {
   }
 
   /** The distinct events JetStream reported as duplicates: maybe committed long ago, with no receipt coming. */
-  #duplicates(pubAcks: readonly LogAck[]): EventKey[] {
-    const keys: EventKey[] = [];
+  #duplicates(pubAcks: readonly LogAck[]): EventKey[] | undefined {
+    let keys: EventKey[] | undefined;
     pubAcks.forEach((a, i) => {
       if (!a.duplicate || this.#repeats?.has(i) === true) return;
       const r = this.records[i] as LogRecord;
+      keys ??= [];
       keys.push({ thread_id: r.thread_id, event_id: r.event_id });
     });
     return keys;
