@@ -79,6 +79,7 @@ export async function startBroker(config: Config, log: Logger, options: BrokerOp
       ready: base.ready,
       allowedOrigins: config.allowedOrigins,
       unsent: new UnsentResponses(config.httpMaxUnsentBytes, config.httpWriteTimeoutMs),
+      requestTimeoutMs: config.httpRequestTimeoutMs,
       metrics: options.scrape ? { scrape: options.scrape } : base.metrics,
       log: log.child({ stage: 'http' }),
     });

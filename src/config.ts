@@ -56,6 +56,12 @@ export const DEFAULT_SLOW_CONSUMER_STALL_MS = 60_000;
 export const DEFAULT_HTTP_MAX_UNSENT_BYTES = 256 * 1024 * 1024;
 /** An HTTP answer its client has not taken after this long has its socket destroyed. */
 export const DEFAULT_HTTP_WRITE_TIMEOUT_MS = 30_000;
+/**
+ * An HTTP request whose head and body have not all arrived this long after it began is
+ * answered 408 and its connection closed (Node's own default is 300 s: a socket held that
+ * long by a client that trickles a body, or never finishes its headers).
+ */
+export const DEFAULT_HTTP_REQUEST_TIMEOUT_MS = 30_000;
 export const DEFAULT_PERSIST_BATCH_MAX = 2000;
 /**
  * A persister's hold on its partitions: renewed every fifth of it; a partition whose lease
@@ -129,6 +135,7 @@ export interface Config extends AuthConfig {
   readonly fanoutMaxHeldBytes: number;
   readonly httpMaxUnsentBytes: number;
   readonly httpWriteTimeoutMs: number;
+  readonly httpRequestTimeoutMs: number;
   readonly slowConsumerStallMs: number;
   readonly persistBatchMax: number;
   /** Partitions of the log (fixed when it is created; domain/partition.ts). */
@@ -259,6 +266,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     slowConsumerStallMs: int('RS_SLOW_CONSUMER_STALL_MS', DEFAULT_SLOW_CONSUMER_STALL_MS, 100, 86_400_000),
     httpMaxUnsentBytes: int('RS_HTTP_MAX_UNSENT_BYTES', DEFAULT_HTTP_MAX_UNSENT_BYTES, 1024 * 1024, 2 ** 42),
     httpWriteTimeoutMs: int('RS_HTTP_WRITE_TIMEOUT_MS', DEFAULT_HTTP_WRITE_TIMEOUT_MS, 100, 3_600_000),
+    httpRequestTimeoutMs: int('RS_HTTP_REQUEST_TIMEOUT_MS', DEFAULT_HTTP_REQUEST_TIMEOUT_MS, 100, 3_600_000),
     persistBatchMax: int('RS_PERSIST_BATCH_MAX', DEFAULT_PERSIST_BATCH_MAX, 1, 100_000),
     partitions: int('RS_PARTITIONS', DEFAULT_PARTITIONS, 1, MAX_PARTITIONS),
     persisterLeaseMs: int('RS_PERSISTER_LEASE_MS', DEFAULT_PERSISTER_LEASE_MS, 500, 600_000),

@@ -34,6 +34,12 @@ export interface HttpServerOptions {
   readonly allowedOrigins: readonly string[] | undefined;
   /** Answers written and not yet taken by clients (see unsent.ts). */
   readonly unsent: UnsentResponses;
+  /**
+   * How long a request's head and body may take to arrive (RS_HTTP_REQUEST_TIMEOUT_MS): then
+   * Node answers 408 and closes the connection. Only receiving the request counts: an SSE
+   * stream or a long poll, whose request arrived whole, lasts as long as it needs.
+   */
+  readonly requestTimeoutMs: number;
   /** Served at `GET /metrics`, like the probes outside the unsent-answers bound. */
   readonly metrics?: MetricsSource | undefined;
   readonly log: Logger;
@@ -49,8 +55,9 @@ const UNREAD_BODY_LINGER_MS = 2_000;
 /**
  * An answer given before the request's body was read whole (a 404, a route that takes no
  * body, a cancel body refused for its size) ends the connection once written. Kept alive,
- * Node would go on reading and dropping whatever the client sends for as long as its request
- * timeout (300 s): a socket held per request, by a client that never stops sending.
+ * Node would go on reading and dropping whatever the client sends for as long as the request
+ * timeout (RS_HTTP_REQUEST_TIMEOUT_MS): a socket held per request, by a client that never
+ * stops sending.
  */
 function endIfBodyUnread(req: IncomingMessage, res: ServerResponse): void {
   // Taken now: Node detaches the socket from the request and the answer once it is written.
@@ -77,15 +84,24 @@ export class HttpServer implements AsyncDisposable {
   constructor(o: HttpServerOptions) {
     this.#o = o;
     this.#origins = new OriginPolicy(o.allowedOrigins);
-    this.#server = createServer((req, res) => {
-      o.unsent.track(res);
-      endIfBodyUnread(req, res);
-      this.#route(req, res).catch((err: unknown) => {
-        const e = toRunstreamError(err);
-        if (e.httpStatus >= 500) o.log.error({ err, url: req.url?.slice(0, 200) }, 'http handler failed');
-        sendError(res, e);
-      });
-    });
+    this.#server = createServer(
+      {
+        requestTimeout: o.requestTimeoutMs,
+        headersTimeout: o.requestTimeoutMs,
+        // Node looks for requests past their time on this interval (30 s by default), so a
+        // request could outlive its limit by as much: checked at a tenth of it, up to 1 s.
+        connectionsCheckingInterval: Math.min(1_000, Math.max(50, Math.floor(o.requestTimeoutMs / 10))),
+      },
+      (req, res) => {
+        o.unsent.track(res);
+        endIfBodyUnread(req, res);
+        this.#route(req, res).catch((err: unknown) => {
+          const e = toRunstreamError(err);
+          if (e.httpStatus >= 500) o.log.error({ err, url: req.url?.slice(0, 200) }, 'http handler failed');
+          sendError(res, e);
+        });
+      },
+    );
     // CONNECT asks for a tunnel: without a listener Node drops the connection unanswered.
     this.#server.on('connect', (_req, socket: Duplex) => {
       socket.on('error', () => socket.destroy());

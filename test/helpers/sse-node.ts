@@ -67,6 +67,7 @@ export async function startSseNode(stack: Stack, o: SseNodeOptions = {}): Promis
     ready: async () => true,
     allowedOrigins: undefined,
     unsent: new UnsentResponses(config.httpMaxUnsentBytes, config.httpWriteTimeoutMs),
+    requestTimeoutMs: config.httpRequestTimeoutMs,
     log,
   });
   await http.start();
