@@ -4,10 +4,10 @@
 // request counts: an SSE stream whose request arrived whole outlives the limit many times.
 // Real broker, nats-server and Postgres; the limit is 1 s here.
 import assert from 'node:assert/strict';
-import net from 'node:net';
 import { after, before, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { tokenEvent } from './helpers/events.js';
+import { openRaw } from './helpers/raw-http.js';
 import { SseClient } from './helpers/sse-client.js';
 import { randomName, type Stack, startStack } from './helpers/stack.js';
 import { waitFor } from './helpers/wait.js';
@@ -24,26 +24,19 @@ after(async () => {
 });
 
 /** Writes `head` on a new connection and never sends more; what came back once the broker closed it. */
-async function stalled(head: string): Promise<{ received: string; closed: boolean }> {
-  const sock = net.connect(stack.broker.httpPort, '127.0.0.1');
-  let received = '';
-  let closed = false;
-  sock.on('data', (d: Buffer) => {
-    received += d.toString('latin1');
-  });
-  sock.on('error', () => undefined);
-  sock.once('close', () => {
-    closed = true;
-  });
-  await new Promise((r) => sock.once('connect', r));
-  sock.write(head);
+async function stalled(head: string): Promise<string> {
+  const conn = await openRaw(stack.broker.httpPort);
+  conn.sock.write(head);
   try {
     // Far past the limit: Node's own 300 s would leave it open.
-    await waitFor(() => closed, { timeoutMs: 30_000, what: 'the broker to close the stalled request' });
+    await waitFor(() => conn.isClosed(), {
+      timeoutMs: 30_000,
+      what: 'the broker to close the stalled request',
+    });
   } finally {
-    sock.destroy();
+    conn.sock.destroy();
   }
-  return { received, closed };
+  return conn.received();
 }
 
 test('a cancel body that stops arriving midway gets 408 and its connection closed', async () => {
@@ -51,7 +44,7 @@ test('a cancel body that stops arriving midway gets 408 and its connection close
     'POST /v1/threads/rt-t/runs/r/cancel HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n' +
       'Content-Length: 100\r\n\r\n{"reason":',
   );
-  assert.match(got.received, /^HTTP\/1\.1 408 /);
+  assert.match(got, /^HTTP\/1\.1 408 /);
   // Nothing was cancelled from the part that came.
   const res = await fetch(`${stack.httpUrl}/v1/threads/rt-t/runs/r`);
   assert.equal(res.status, 200);
@@ -60,7 +53,7 @@ test('a cancel body that stops arriving midway gets 408 and its connection close
 
 test('a request head that never ends gets 408 and its connection closed', async () => {
   const got = await stalled('GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: a');
-  assert.match(got.received, /^HTTP\/1\.1 408 /);
+  assert.match(got, /^HTTP\/1\.1 408 /);
 });
 
 test('an SSE stream whose request arrived whole outlives the request timeout, and the port still serves', async () => {

@@ -5,10 +5,10 @@
 // Requests whose bodies are read (or that have none) keep their connection alive.
 // Real broker, nats-server and Postgres.
 import assert from 'node:assert/strict';
-import net from 'node:net';
 import { after, before, test } from 'node:test';
 import { MAX_CANCEL_BODY_BYTES } from '../src/fanout/cancel-route.js';
 import { tokenEvent } from './helpers/events.js';
+import { openRaw, type RawConn } from './helpers/raw-http.js';
 import { type Stack, startStack } from './helpers/stack.js';
 import { waitFor } from './helpers/wait.js';
 
@@ -24,43 +24,19 @@ after(async () => {
   await stack[Symbol.asyncDispose]();
 });
 
-/** A raw connection: what it received, and whether the broker has ended it. */
-interface Conn {
-  readonly sock: net.Socket;
-  received(): string;
-  readonly closed: Promise<void>;
-  isClosed(): boolean;
-}
-
-async function connect(): Promise<Conn> {
-  const sock = net.connect(stack.broker.httpPort, '127.0.0.1');
-  let data = '';
-  let closed = false;
-  sock.on('data', (d: Buffer) => {
-    data += d.toString('latin1');
-  });
-  sock.on('error', () => undefined);
-  const done = new Promise<void>((r) =>
-    sock.once('close', () => {
-      closed = true;
-      r();
-    }),
-  );
-  await new Promise((r) => sock.once('connect', r));
-  return { sock, received: () => data, closed: done, isClosed: () => closed };
-}
+const connect = (): Promise<RawConn> => openRaw(stack.broker.httpPort);
 
 /** The status line of each whole response received so far. */
 function statuses(data: string): string[] {
   return [...data.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((m) => m[1] as string);
 }
 
-async function answered(c: Conn, n: number, what: string): Promise<void> {
+async function answered(c: RawConn, n: number, what: string): Promise<void> {
   await waitFor(() => statuses(c.received()).length >= n, { timeoutMs: 20_000, what });
 }
 
 /** Waits for the broker to end the connection (the old behaviour held it for the request timeout). */
-async function endedByBroker(c: Conn, what: string): Promise<void> {
+async function endedByBroker(c: RawConn, what: string): Promise<void> {
   await waitFor(() => c.isClosed(), { timeoutMs: 30_000, what: `${what}: the connection ended` });
 }
 

@@ -191,3 +191,30 @@ export function describeOutcome(o: RawOutcome, maxBody = 300): string {
       return `not an HTTP response: ${o.why}`;
   }
 }
+
+/** A raw connection kept open: what it received, and whether the peer has ended it. */
+export interface RawConn {
+  readonly sock: net.Socket;
+  received(): string;
+  readonly closed: Promise<void>;
+  isClosed(): boolean;
+}
+
+/** Opens a TCP connection to `port` on loopback and records what comes back (as latin1). */
+export async function openRaw(port: number): Promise<RawConn> {
+  const sock = net.connect(port, '127.0.0.1');
+  let data = '';
+  let closed = false;
+  sock.on('data', (d: Buffer) => {
+    data += d.toString('latin1');
+  });
+  sock.on('error', () => undefined);
+  const done = new Promise<void>((r) =>
+    sock.once('close', () => {
+      closed = true;
+      r();
+    }),
+  );
+  await new Promise((r) => sock.once('connect', r));
+  return { sock, received: () => data, closed: done, isClosed: () => closed };
+}
