@@ -11,6 +11,7 @@ import pg from 'pg';
 import { startBroker } from '../src/broker.js';
 import { IngestClient } from '../src/client/ingest-client.js';
 import type { ServerFrame, WsConnection } from '../src/client/ws-subscriber.js';
+import { partitionOf } from '../src/domain/partition.js';
 import type { SubscribeResponse__Output } from '../src/gen/runstream/v1/SubscribeResponse.js';
 import type { ProtoGrpcType as SubscriberProto } from '../src/gen/subscriber.js';
 import { HistoryClient } from '../src/history/client.js';
@@ -22,6 +23,7 @@ import { ev, http } from './helpers/history.js';
 import { SseClient } from './helpers/sse-client.js';
 import {
   brokerConfig,
+  logMessageCount,
   randomName,
   type Stack,
   startServers,
@@ -365,6 +367,63 @@ test('a replay of the log cannot resurrect deleted events: from an old checkpoin
   assert.ok((broker.persister?.storedCount ?? 0) >= 2);
   ingest.close();
   await broker.close();
+});
+
+test('a retry of threads in several partitions, one deleted since: its messages share offsets, yet each is judged by its own thread', async () => {
+  // Fresh streams: every partition's first message is at offset 1, so the two threads'
+  // messages below have the same offset in different streams.
+  await using own = await startStack();
+  const alive = randomName('pa-');
+  let deleted = randomName('pd-');
+  while (partitionOf(deleted, own.config.partitions) === partitionOf(alive, own.config.partitions)) {
+    deleted = randomName('pd-');
+  }
+  const ownNc = await connect({ servers: own.servers.nats.url });
+  const ownJsm = await jetstreamManager(ownNc);
+  const events = (order: readonly string[]) => order.map((t) => ev(t, 'run-1', 1));
+  const first = await own.client.publish(events([alive, deleted]), 'PERSISTED');
+  assert.deepEqual(
+    first.map((a) => [Number(a.seq), Number(a.offset)]),
+    [
+      [1, 1],
+      [1, 1],
+    ],
+    'both first in their streams',
+  );
+  assert.equal((await http(`${own.httpUrl}/v1/threads/${deleted}`, { method: 'DELETE' })).status, 200);
+  const messages = await logMessageCount(ownJsm, own.config);
+
+  // The alive thread first, then the other way round: neither may decide for the other.
+  const retry = await own.client.publish(events([alive, deleted]), 'PERSISTED', 20_000);
+  assert.deepEqual(
+    retry.map((a) => [Number(a.seq), a.duplicate]),
+    [
+      [1, true],
+      [2, false], // a new event, stored above the deleted thread's old head
+    ],
+  );
+  const again = await own.client.publish(events([deleted, alive]), 'PERSISTED', 20_000);
+  assert.deepEqual(
+    again.map((a) => [Number(a.seq), a.duplicate]),
+    [
+      [2, true],
+      [1, true],
+    ],
+  );
+  const rows = await own.db.query(
+    'SELECT thread_id, seq FROM run_events WHERE thread_id = ANY($1) ORDER BY thread_id',
+    [[alive, deleted]],
+  );
+  assert.deepEqual(
+    rows.rows.map((r) => [r.thread_id, Number(r.seq)]).sort(),
+    [
+      [alive, 1],
+      [deleted, 2],
+    ].sort(),
+  );
+  // One message went to the log again: the deleted thread's; never the alive one's.
+  assert.equal(await logMessageCount(ownJsm, own.config), messages + 1);
+  await ownNc.close();
 });
 
 test('a retry spanning 1,500 threads, some deleted since, looks up horizons and seqs in a few statements: the deleted are new, the rest duplicates', async () => {

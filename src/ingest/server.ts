@@ -209,30 +209,34 @@ export class IngestService {
    * duplicate whose original offset is at or below the deletion horizon is published again
    * under an id naming the horizon. A retry after the same delete is then a duplicate of
    * that one (a real duplicate: above the horizon); after a later delete, new again.
-   * Messages are one thread and run each, so all records of one share their ack.
+   * Messages are one thread and run each, so all records of one share their ack and horizon.
    */
   async #republishDeleted(
     records: readonly LogRecord[],
     acks: LogAck[],
     receipts: boolean,
   ): Promise<LogAck[]> {
-    const byOffset = new Map<number, number[]>();
+    // The original messages, each by its thread, run and offset: an offset alone is a place
+    // in one partition's stream, and messages of threads in other partitions share it.
+    const byMessage = new Map<string, { offset: number; indexes: number[] }>();
     acks.forEach((a, i) => {
       if (!a.duplicate) return;
-      const list = byOffset.get(a.seq);
-      if (list) list.push(i);
-      else byOffset.set(a.seq, [i]);
+      const r = records[i] as LogRecord;
+      const key = `${r.thread_id}\0${r.run_id}\0${a.seq}`;
+      const message = byMessage.get(key);
+      if (message) message.indexes.push(i);
+      else byMessage.set(key, { offset: a.seq, indexes: [i] });
     });
     // All the messages' horizons at once, a statement per thousand (a retry may span
     // thousands of threads), and their publishes issued together: the publisher writes
     // them in the order issued.
-    const messages = [...byOffset];
+    const messages = [...byMessage.values()];
     const horizons = await this.#o.deletionHorizons(
-      messages.map(([, indexes]) => records[indexes[0] as number] as LogRecord),
+      messages.map(({ indexes }) => records[indexes[0] as number] as LogRecord),
     );
     const again: Promise<void>[] = [];
     const fixed = [...acks];
-    messages.forEach(([offset, indexes], m) => {
+    messages.forEach(({ offset, indexes }, m) => {
       const horizon = horizons[m] as number;
       if (offset > horizon) return; // the original is alive: a real duplicate
       const published = this.#o.publisher.publish(
