@@ -22,6 +22,7 @@ import { type GrpcServer, MalformedMessage } from '../grpc/server.js';
 import type { LogAck, LogPublisher } from '../log/publisher.js';
 import type { Logger } from '../logger.js';
 import { type AckLabel, type Metrics, secondsSince } from '../metrics.js';
+import type { RunKey } from '../persist/deletions.js';
 import { loadProto } from '../proto.js';
 import { endWith, SpanKind, startSpan } from '../tracing.js';
 import { type ControlFeeds, StreamControls } from './control.js';
@@ -44,9 +45,7 @@ export interface IngestServiceOptions {
   readonly publisher: LogPublisher;
   /** The log offset up to which a thread's run was deleted (0: never); see {@link IngestService}. */
   /** The deletion horizons of thread runs, in the order asked (persist/deletions.ts). */
-  readonly deletionHorizons: (
-    keys: readonly { readonly thread_id: string; readonly run_id: string }[],
-  ) => Promise<number[]>;
+  readonly deletionHorizons: (keys: readonly RunKey[]) => Promise<number[]>;
   readonly streamLimits: IngestLimits;
   /** The node's budget of in-flight request bytes, shared by every call. */
   readonly budget: InflightBudget;

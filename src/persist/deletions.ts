@@ -12,6 +12,7 @@
  */
 import type pg from 'pg';
 import { PermissionDeniedError } from '../errors.js';
+import { byKeys } from './by-keys.js';
 import { withClient } from './pool-client.js';
 
 const LOCK_SQL = 'SELECT pg_advisory_xact_lock(hashtextextended($1, 0))';
@@ -145,21 +146,22 @@ export function deleteRows(pool: pg.Pool, q: DeleteRowsQuery): Promise<DeletedRo
   });
 }
 
-/** Keys one statement of {@link deletionHorizons} looks up. */
-export const HORIZONS_PER_STATEMENT = 1000;
+/** A run of a thread, by its ids. */
+export interface RunKey {
+  readonly thread_id: string;
+  readonly run_id: string;
+}
 
 /**
  * The offsets up to which threads' runs are deleted, in the order of `keys`: for each, the
  * higher of its thread's deletion horizon and its run's (0 when neither was ever deleted).
- * One statement per {@link HORIZONS_PER_STATEMENT} keys, each key an index probe.
+ * A statement per thousand keys (by-keys.ts).
  */
 export async function deletionHorizons(
   db: pg.Pool | pg.ClientBase,
-  keys: readonly { readonly thread_id: string; readonly run_id: string }[],
+  keys: readonly RunKey[],
 ): Promise<number[]> {
-  const horizons: number[] = [];
-  for (let i = 0; i < keys.length; i += HORIZONS_PER_STATEMENT) {
-    const chunk = keys.slice(i, i + HORIZONS_PER_STATEMENT);
+  return byKeys(keys, async (chunk) => {
     const { rows } = await db.query<{ upto: string }>({
       name: 'rs_deletion_horizons',
       text: `SELECT GREATEST(
@@ -171,7 +173,6 @@ export async function deletionHorizons(
               ORDER BY k.i`,
       values: [chunk.map((k) => k.thread_id), chunk.map((k) => k.run_id)],
     });
-    for (const r of rows) horizons.push(Number(r.upto));
-  }
-  return horizons;
+    return rows.map((r) => Number(r.upto));
+  });
 }

@@ -11,6 +11,7 @@ import {
 import { categoryName, categoryNumber, type eventJson, type StoredEvent } from '../domain/event.js';
 import type { EventFilter } from '../domain/filter.js';
 import { TERMINAL_EVENT_TYPES } from '../domain/run-lifecycle.js';
+import { byKeys } from './by-keys.js';
 
 interface EventRow {
   seq: string;
@@ -469,22 +470,16 @@ export interface FoundEvent extends EventKey {
   readonly rejected?: string;
 }
 
-/** Keys one statement of {@link findEvents} looks up. */
-export const FIND_EVENTS_PER_STATEMENT = 1000;
-
 /**
  * What became of the given events, of any threads (for acks of duplicates): stored, or
- * refused by the store (from `dead_letters`); those not found are left out. One statement per
- * {@link FIND_EVENTS_PER_STATEMENT} keys, each key an index probe: a retry of a request that
- * spans thousands of threads is a few statements, not one per thread.
+ * refused by the store (from `dead_letters`); those not found are left out. A statement per
+ * thousand keys (by-keys.ts).
  */
 export async function findEvents(
   db: pg.Pool | pg.ClientBase,
   keys: readonly EventKey[],
 ): Promise<FoundEvent[]> {
-  const found: FoundEvent[] = [];
-  for (let i = 0; i < keys.length; i += FIND_EVENTS_PER_STATEMENT) {
-    const chunk = keys.slice(i, i + FIND_EVENTS_PER_STATEMENT);
+  return byKeys(keys, async (chunk) => {
     const { rows } = await db.query<{
       thread_id: string;
       event_id: string;
@@ -505,17 +500,16 @@ export async function findEvents(
                      LIMIT 1) AS f`,
       values: [chunk.map((k) => k.thread_id), chunk.map((k) => k.event_id)],
     });
-    for (const r of rows) {
-      found.push({
+    return rows.map(
+      (r): FoundEvent => ({
         thread_id: r.thread_id,
         event_id: r.event_id,
         seq: Number(r.seq),
         offset: Number(r.stream_offset),
         ...(r.rejected === null ? {} : { rejected: r.rejected }),
-      });
-    }
-  }
-  return found;
+      }),
+    );
+  });
 }
 
 export interface ToolCallLookup {
