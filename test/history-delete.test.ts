@@ -7,7 +7,6 @@ import { after, before, test } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import pg from 'pg';
 import { startBroker } from '../src/broker.js';
 import { IngestClient } from '../src/client/ingest-client.js';
 import type { ServerFrame, WsConnection } from '../src/client/ws-subscriber.js';
@@ -20,6 +19,7 @@ import { createLogger } from '../src/logger.js';
 import { deleteRows } from '../src/persist/deletions.js';
 import { loadProto } from '../src/proto.js';
 import { ev, http } from './helpers/history.js';
+import { countStatements } from './helpers/postgres.js';
 import { SseClient } from './helpers/sse-client.js';
 import {
   brokerConfig,
@@ -436,27 +436,23 @@ test('a retry spanning 1,500 threads, some deleted since, looks up horizons and 
     assert.equal((await http(`${stack.httpUrl}${path}`, { method: 'DELETE' })).status, 200);
   }
 
-  const statements = countStatements(/^rs_(deletion_horizon|find)/);
-  try {
-    const persisted = await stack.client.publish(events, 'PERSISTED', 60_000);
-    assert.deepEqual(
-      persisted.slice(0, 3).map((a) => [Number(a.seq), a.duplicate]),
-      [
-        [2, false], // deleted thread: a new event, above the old head
-        [2, false], // deleted run: the same
-        [1, true],
-      ],
-    );
-    assert.ok(persisted.slice(2).every((a, i) => a.duplicate && a.offset === first[i + 2]?.offset));
-    // At ACCEPTED a repeat's flag and offset depend on how the messages went out merged
-    // (docs/protocol.md §5); it is retried for its lookups of deletion horizons.
-    const accepted = await stack.client.publish(events, 'ACCEPTED', 60_000);
-    assert.equal(accepted.length, events.length);
-    const counted = statements();
-    assert.ok(counted <= 10, `${counted} statements for two retries of ${threads.length} threads`);
-  } finally {
-    statements.restore();
-  }
+  using statements = countStatements(/^rs_(deletion_horizon|find)/);
+  const persisted = await stack.client.publish(events, 'PERSISTED', 60_000);
+  assert.deepEqual(
+    persisted.slice(0, 3).map((a) => [Number(a.seq), a.duplicate]),
+    [
+      [2, false], // deleted thread: a new event, above the old head
+      [2, false], // deleted run: the same
+      [1, true],
+    ],
+  );
+  assert.ok(persisted.slice(2).every((a, i) => a.duplicate && a.offset === first[i + 2]?.offset));
+  // At ACCEPTED a repeat's flag and offset depend on how the messages went out merged
+  // (docs/protocol.md §5); it is retried for its lookups of deletion horizons.
+  const accepted = await stack.client.publish(events, 'ACCEPTED', 60_000);
+  assert.equal(accepted.length, events.length);
+  const counted = statements();
+  assert.ok(counted <= 10, `${counted} statements for two retries of ${threads.length} threads`);
 });
 
 test('an event id used before a delete is a new event after it, at both ack levels, and a retry of it is a duplicate', async () => {
@@ -487,19 +483,3 @@ test('an event id used before a delete is a new event after it, at both ack leve
     );
   }
 });
-
-/** Counts from now on the named statements of this process whose name matches (the in-process broker's). */
-function countStatements(name: RegExp): (() => number) & { restore(): void } {
-  const query = pg.Client.prototype.query;
-  let n = 0;
-  pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
-    const config = args[0] as { name?: unknown } | undefined;
-    if (typeof config?.name === 'string' && name.test(config.name)) n++;
-    return (query as (...a: unknown[]) => unknown).apply(this, args);
-  } as typeof query;
-  return Object.assign(() => n, {
-    restore() {
-      pg.Client.prototype.query = query;
-    },
-  });
-}

@@ -14,6 +14,7 @@ import { Subjects } from '../src/log/subjects.js';
 import { ThreadFeeds } from '../src/log/thread-feed.js';
 import { createLogger } from '../src/logger.js';
 import { migrate } from '../src/persist/migrate.js';
+import { countStatements } from './helpers/postgres.js';
 import { logRecord } from './helpers/records.js';
 import { type Servers, startServers } from './helpers/stack.js';
 import { waitFor } from './helpers/wait.js';
@@ -184,7 +185,7 @@ test('a retry of events stored on thousands of threads is answered from Postgres
     records.push(logRecord('dead', 'r', 'e'), logRecord('d-3', 'r', 'e')); // and a repeat
     const offsets = [...Array.from({ length: threads }, (_, i) => 100 + i), 99, 103];
 
-    const statements = countQueries(db);
+    using statements = countStatements(); // the waiter's lookups: nothing else queries here now
     const pending = await waiter.prepare(records);
     try {
       const acks = await pending.wait(offsets.map(dup));
@@ -247,14 +248,3 @@ test('the ack timeout counts from the start of the wait: lookups that cannot rea
     }
   });
 });
-
-/** Counts the statements sent through `db` from now on (the waiter's lookups; nothing else uses it here). */
-function countQueries(db: pg.Pool): () => number {
-  let n = 0;
-  const query = db.query.bind(db) as (...args: unknown[]) => unknown;
-  (db as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
-    n++;
-    return query(...args);
-  };
-  return () => n;
-}

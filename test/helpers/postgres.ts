@@ -446,3 +446,28 @@ async function externalHandle(envUrl: string): Promise<PostgresHandle> {
     [Symbol.asyncDispose]: stop,
   };
 }
+
+/** What {@link countStatements} returns: the count so far, and `restore` (also on dispose). */
+export interface StatementCount extends Disposable {
+  (): number;
+  restore(): void;
+}
+
+/**
+ * Counts from now on the statements this process sends to Postgres through `pg` (every
+ * client: pools and the in-process broker's), or only those whose prepared-statement name
+ * matches `name`. Only observed: each is sent as it would be.
+ */
+export function countStatements(name?: RegExp): StatementCount {
+  const query = pg.Client.prototype.query;
+  let n = 0;
+  pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+    const config = args[0] as { name?: unknown } | undefined;
+    if (name === undefined || (typeof config?.name === 'string' && name.test(config.name))) n++;
+    return (query as (...a: unknown[]) => unknown).apply(this, args);
+  } as typeof query;
+  const restore = (): void => {
+    pg.Client.prototype.query = query;
+  };
+  return Object.assign(() => n, { restore, [Symbol.dispose]: restore });
+}
