@@ -423,19 +423,23 @@ export class PendingPersist implements Disposable {
       try {
         await new Promise<void>((resolve, reject) => {
           deadline = this.deadlines.add(() => reject(this.#timedOut()));
+          if (pubAcks !== undefined) {
+            // Acks at hand (the rule): the last receipt, or lookup, settles the request.
+            this.#done = resolve;
+            this.#lookUpDuplicates(pubAcks)?.catch(reject);
+            return;
+          }
+          // Acks still settling: the receipts may all come before them.
           const settle = (): void => {
             if (pubAcks !== undefined && this.#missing === 0) resolve();
           };
           this.#done = settle;
-          // Acks at hand (the rule) are looked at now, without a promise for them.
-          const start = (acks: readonly LogAck[]): void => {
-            pubAcks = acks;
-            const duplicates = this.#duplicates(acks);
-            if (duplicates === undefined) settle();
-            else this.#lookUpDuplicates(duplicates).then(settle, reject);
-          };
-          if (Array.isArray(logAcks)) start(logAcks);
-          else (logAcks as Promise<readonly LogAck[]>).then(start, reject);
+          (logAcks as Promise<readonly LogAck[]>)
+            .then((acks) => {
+              pubAcks = acks;
+              return this.#lookUpDuplicates(acks);
+            })
+            .then(settle, reject);
         });
       } finally {
         this.#done = undefined;
@@ -458,8 +462,11 @@ export class PendingPersist implements Disposable {
     });
   }
 
-  /** The distinct events JetStream reported as duplicates: maybe committed long ago, with no receipt coming. */
-  #duplicates(pubAcks: readonly LogAck[]): EventKey[] | undefined {
+  /**
+   * Looks up in Postgres the distinct events JetStream reported as duplicates (maybe committed
+   * long ago, with no receipt coming) and answers those found; undefined when there are none.
+   */
+  #lookUpDuplicates(pubAcks: readonly LogAck[]): Promise<void> | undefined {
     let keys: EventKey[] | undefined;
     pubAcks.forEach((a, i) => {
       if (!a.duplicate || this.#repeats?.has(i) === true) return;
@@ -467,14 +474,13 @@ export class PendingPersist implements Disposable {
       keys ??= [];
       keys.push({ thread_id: r.thread_id, event_id: r.event_id });
     });
-    return keys;
-  }
-
-  /** Answers the duplicates found in Postgres; any not there yet may have no receipt coming. */
-  async #lookUpDuplicates(keys: readonly EventKey[]): Promise<void> {
-    const found = await findEvents(this.pool, keys);
-    for (const f of found) this.#resolve(f.thread_id, f);
-    if (found.length < keys.length) this.#unannounced = true;
+    if (keys === undefined) return undefined;
+    const asked = keys.length;
+    return findEvents(this.pool, keys).then((found) => {
+      for (const f of found) this.#resolve(f.thread_id, f);
+      // Any not there yet may have no receipt coming.
+      if (found.length < asked) this.#unannounced = true;
+    });
   }
 
   #timedOut(): RunstreamError {
