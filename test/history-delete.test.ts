@@ -483,3 +483,43 @@ test('an event id used before a delete is a new event after it, at both ack leve
     );
   }
 });
+
+test("a delete while the persister is behind takes only the deleted thread's messages: other threads' events before it are all stored", async () => {
+  // One event a transaction, one partition, and the persister held at its first commit, so
+  // the log runs ahead of it: most of what is published below is not yet even delivered to it.
+  await using own = await startStack({ partitions: 1, persistBatchMax: 1 });
+  const prefix = randomName('behind-');
+  await own.client.publish([ev(`${prefix}-warm`, 'run-1', 1)], 'PERSISTED');
+  const holder = await own.db.connect();
+  try {
+    await holder.query('BEGIN');
+    await holder.query('SELECT * FROM log_partitions FOR UPDATE');
+    const fillers = Array.from({ length: 300 }, (_, i) =>
+      ev(`${prefix}-f${i % 3}`, 'run-1', 1 + Math.floor(i / 3)),
+    );
+    // A request a message: each its own place in the log.
+    for (let i = 0; i < fillers.length; i += 50) {
+      await Promise.all(fillers.slice(i, i + 50).map((e) => own.client.publish([e], 'ACCEPTED')));
+    }
+    await own.client.publish([ev(`${prefix}-b`, 'run-1', 1)], 'ACCEPTED');
+    await own.client.publish([ev(`${prefix}-a`, 'run-1', 1)], 'ACCEPTED');
+    assert.equal((await http(`${own.httpUrl}/v1/threads/${prefix}-a`, { method: 'DELETE' })).status, 200);
+  } finally {
+    await holder.query('COMMIT');
+    holder.release();
+  }
+  // Stored in log order: once this is, everything published before it has been taken.
+  await own.client.publish([ev(`${prefix}-c`, 'run-1', 1)], 'PERSISTED', 60_000);
+  const { rows } = await own.db.query<{ thread_id: string; n: string }>(
+    `SELECT thread_id, count(*) AS n FROM run_events WHERE thread_id LIKE $1 GROUP BY thread_id`,
+    [`${prefix}-%`],
+  );
+  assert.deepEqual(Object.fromEntries(rows.map((r) => [r.thread_id.slice(prefix.length + 1), Number(r.n)])), {
+    warm: 1,
+    f0: 100,
+    f1: 100,
+    f2: 100,
+    b: 1,
+    c: 1,
+  });
+});

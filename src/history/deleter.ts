@@ -10,11 +10,12 @@
  *     this is the step that makes the delete true, and it alone must not fail halfway;
  *  3. publish a deletion notice: fan-out ends every subscription on the thread (run)
  *     with a `deleted` frame;
- *  4. purge the thread's (run's) subjects from JetStream up to the horizon, so the hot
- *     tier forgets them too. Messages above the horizon are later events and stay.
+ *  4. remove the thread's (run's) messages from JetStream up to the horizon, so the hot
+ *     tier forgets them too. Messages above the horizon are later events and stay. One
+ *     message at a time, never a filtered purge: see log/remove-messages.ts.
  * If step 4 fails the rows are already gone and can never come back (the horizon is
  * recorded); the call reports UNAVAILABLE, and repeating it (deletes are idempotent)
- * finishes the purge.
+ * finishes the removal.
  */
 import type { JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
@@ -22,6 +23,7 @@ import type pg from 'pg';
 import { partitionOf } from '../domain/partition.js';
 import { UnavailableError } from '../errors.js';
 import { encodeDeletion } from '../log/deletion-notices.js';
+import { removeMessages } from '../log/remove-messages.js';
 import { isNotFound, partitionStream } from '../log/streams.js';
 import type { Subjects } from '../log/subjects.js';
 import type { Logger } from '../logger.js';
@@ -99,20 +101,14 @@ export class Deleter {
       // The thread's partition stream, and the stream from before partitions.
       const stream = partitionStream(streamName, partitionOf(threadId, subjects.partitions));
       const filter = runId === undefined ? subjects.logOfThread(threadId) : subjects.log(threadId, runId);
-      purged = 0;
-      // Horizon 0: the log had nothing of the thread (and a purge to seq 1 would take everything).
-      if (rows.horizon > 0)
-        purged += (await jsm.streams.purge(stream, { filter, seq: rows.horizon + 1 })).purged;
+      // Horizon 0: the log had nothing of the thread.
+      purged = await removeMessages(jsm, stream, filter, rows.horizon);
       const legacy =
         runId === undefined ? subjects.legacyLogOfThread(threadId) : subjects.legacyLog(threadId, runId);
-      if (rows.horizon > 0)
-        purged += await jsm.streams.purge(streamName, { filter: legacy, seq: rows.horizon + 1 }).then(
-          (r) => r.purged,
-          (err: unknown) => {
-            if (isNotFound(err)) return 0;
-            throw err;
-          },
-        );
+      purged += await removeMessages(jsm, streamName, legacy, rows.horizon).catch((err: unknown) => {
+        if (isNotFound(err)) return 0;
+        throw err;
+      });
     } catch (err) {
       log.warn({ err: (err as Error).message, threadId, runId }, 'deleted rows but could not purge the log');
       throw new UnavailableError(
