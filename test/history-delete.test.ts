@@ -523,3 +523,47 @@ test("a delete while the persister is behind takes only the deleted thread's mes
     c: 1,
   });
 });
+
+test("a PERSISTED publish again of a deleted event, while the persister has still to drop the original, is answered with the new event's seq", async () => {
+  await using own = await startStack({ partitions: 1, persistBatchMax: 1 });
+  const t = randomName('again-');
+  const e = ev(t, 'run-1', 1);
+  await own.client.publish([ev(`${t}-warm`, 'run-1', 1)], 'PERSISTED');
+  const ownNc = await connect({ servers: own.servers.nats.url });
+  const ownJsm = await jetstreamManager(ownNc);
+  // Messages written to the log so far (the delete removes some: count its last offset).
+  const inLog = (n: number) =>
+    waitFor(async () => (await ownJsm.streams.info(threadStream(own.config, t))).state.last_seq >= n);
+  const holder = await own.db.connect();
+  type Acks = ReturnType<typeof own.client.publish>;
+  let first: Acks | undefined;
+  let again: Acks | undefined;
+  try {
+    // The persister waits at a commit of another thread, with the original in hand.
+    await holder.query('BEGIN');
+    await holder.query('SELECT * FROM log_partitions FOR UPDATE');
+    await own.client.publish([ev(`${t}-other`, 'run-1', 1)], 'ACCEPTED');
+    first = own.client.publish([e], 'PERSISTED', 30_000);
+    first.catch(() => undefined); // awaited below
+    await inLog(3);
+    assert.equal((await http(`${own.httpUrl}/v1/threads/${t}`, { method: 'DELETE' })).status, 200);
+    // The same event again: a new event of the emptied thread, written to the log anew.
+    again = own.client.publish([e], 'PERSISTED', 30_000);
+    again.catch(() => undefined); // awaited below
+    await inLog(4);
+  } finally {
+    await holder.query('COMMIT');
+    holder.release();
+  }
+  const [ack] = await (again as Acks);
+  assert.deepEqual([ack?.seq, ack?.duplicate], [1, false], 'the new event, stored: not the original dropped');
+  const rows = (await own.db.query('SELECT seq FROM run_events WHERE thread_id = $1', [t])).rows;
+  assert.deepEqual(
+    rows.map((r) => Number(r.seq)),
+    [1],
+  );
+  // The original: dropped, its thread deleted after it was accepted.
+  const [original] = await (first as Acks);
+  assert.deepEqual([original?.seq, original?.offset], [0, 3]);
+  await ownNc.close();
+});

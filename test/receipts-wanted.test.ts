@@ -84,6 +84,15 @@ test('receipt wants: a thread is announced with receipts only for wanted events,
   wants.add([logRecord('t1', 'r', 'a')]); // read again (redelivered)
   assert.equal(wants.take('t1', [receipt('a'), receipt('b')]), true);
   assert.equal(wants.size, 0);
+  // Two messages of one event read before either is committed (a deleted original the
+  // persister drops, and the event published again after the delete): a receipt for each.
+  wants.add([logRecord('t1', 'r', 'd')]);
+  wants.add([logRecord('t1', 'r', 'd')]);
+  assert.equal(wants.size, 2);
+  assert.equal(wants.take('t1', [{ event_id: 'd', seq: 0, offset: 3 }]), true, 'the dropped original');
+  assert.equal(wants.take('t1', [{ event_id: 'd', seq: 1, offset: 4 }]), true, 'the new event');
+  assert.equal(wants.take('t1', [receipt('d')]), false);
+  assert.equal(wants.size, 0);
   wants.add([logRecord('old', 'r', 'o1'), logRecord('old', 'r', 'o2')]);
   wants.add([logRecord('new', 'r', 'n1'), logRecord('new', 'r', 'n2'), logRecord('new', 'r', 'n3')]);
   assert.equal(wants.size, 3, 'the oldest thread forgotten');

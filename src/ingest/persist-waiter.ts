@@ -338,6 +338,10 @@ export class PendingPersist implements Disposable {
    * for (an ACCEPTED first attempt, log-batch.ts), so no receipt may ever come for it.
    */
   #unannounced = false;
+  /** The log's acks, once known: a receipt of no stored event must be of this request's message. */
+  #acks: readonly LogAck[] | undefined;
+  /** Receipts of no stored event that came before the acks, by the index of their event. */
+  #unmatched: Map<number, [threadId: string, receipt: Receipt]> | undefined;
 
   constructor(
     private readonly records: readonly LogRecord[],
@@ -390,11 +394,36 @@ export class PendingPersist implements Disposable {
     this.#resolve(threadId, r);
   }
 
+  /**
+   * Whether a receipt of no stored event (seq 0: dropped as deleted, or rejected) answers the
+   * event at `index`: only if it is of the message the request wrote or found (its offset). An
+   * event_id can be published again once its thread is deleted, and a persister still behind
+   * then drops the deleted original, whose receipt is not this request's answer; the new
+   * message's comes after it. Before the acks are known, such a receipt waits for them.
+   */
+  #answers(index: number, threadId: string, r: Receipt): boolean {
+    if (r.seq !== 0) return true;
+    if (this.#acks !== undefined) return (this.#acks[index] as LogAck).seq === r.offset;
+    this.#unmatched ??= new Map();
+    this.#unmatched.set(index, [threadId, r]);
+    return false;
+  }
+
+  /** The acks are known: the receipts of no stored event held back answer now, if they are this request's. */
+  #setAcks(acks: readonly LogAck[]): void {
+    this.#acks = acks;
+    const unmatched = this.#unmatched;
+    if (unmatched === undefined) return;
+    this.#unmatched = undefined;
+    for (const [threadId, r] of unmatched.values()) this.#resolve(threadId, r);
+  }
+
   #resolve(threadId: string, r: Receipt): void {
     if (this.#waiting === undefined) {
       // One event: the first receipt of it settles the request, as a key's first does below.
       const only = this.records[0] as LogRecord;
       if (this.#missing === 0 || r.event_id !== only.event_id || threadId !== only.thread_id) return;
+      if (!this.#answers(0, threadId, r)) return;
       this.#receipts[0] = r;
       this.#missing = 0;
       this.#done?.();
@@ -402,7 +431,7 @@ export class PendingPersist implements Disposable {
     }
     const key = `${threadId}\0${r.event_id}`;
     const indexes = this.#waiting.get(key);
-    if (!indexes) return;
+    if (!indexes || !this.#answers(indexes[0] as number, threadId, r)) return;
     this.#waiting.delete(key);
     for (const i of indexes) this.#receipts[i] = r;
     this.#missing -= indexes.length;
@@ -426,6 +455,7 @@ export class PendingPersist implements Disposable {
           if (pubAcks !== undefined) {
             // Acks at hand (the rule): the last receipt, or lookup, settles the request.
             this.#done = resolve;
+            this.#setAcks(pubAcks);
             this.#lookUpDuplicates(pubAcks)?.catch(reject);
             return;
           }
@@ -437,6 +467,7 @@ export class PendingPersist implements Disposable {
           (logAcks as Promise<readonly LogAck[]>)
             .then((acks) => {
               pubAcks = acks;
+              this.#setAcks(acks);
               return this.#lookUpDuplicates(acks);
             })
             .then(settle, reject);

@@ -6,7 +6,10 @@
  * and after a commit publishes a thread's receipts only if one of them is among its events.
  *
  * Matched by event_id, not by offset: a duplicate's receipt carries the stored row's offset,
- * not the message's. The notes of messages read but never committed here (a partition taken
+ * not the message's. Counted, so that two messages of one event_id read before either is
+ * committed get a receipt each: a deleted thread's original, which the persister drops, and
+ * the same event published again after the delete, which it stores and whose waiter waits for
+ * that second receipt. The notes of messages read but never committed here (a partition taken
  * over) are forgotten, the thread least recently read first, past {@link MAX_WANTED_EVENTS}:
  * such a waiter is answered by its own lookup in Postgres (ingest/persist-waiter.ts), a few
  * seconds later.
@@ -18,13 +21,13 @@ import type { Receipt } from '../domain/receipt.js';
 export const MAX_WANTED_EVENTS = 100_000;
 
 export class ReceiptWants {
-  /** thread_id → event_ids whose receipts are wanted; in the order threads were last noted. */
-  readonly #byThread = new Map<string, Set<string>>();
+  /** thread_id → event_id → messages read that want its receipt; in the order threads were last noted. */
+  readonly #byThread = new Map<string, Map<string, number>>();
   #size = 0;
 
   constructor(private readonly maxEvents: number = MAX_WANTED_EVENTS) {}
 
-  /** Events noted now. */
+  /** Notes held now: an event once per message read that wants its receipt. */
   get size(): number {
     return this.#size;
   }
@@ -33,34 +36,35 @@ export class ReceiptWants {
   add(records: readonly LogRecord[]): void {
     for (const r of records) {
       let ids = this.#byThread.get(r.thread_id);
-      if (ids === undefined) ids = new Set();
+      if (ids === undefined) ids = new Map();
       // To the back of the age order: a thread still read is never the one forgotten first.
       else this.#byThread.delete(r.thread_id);
       this.#byThread.set(r.thread_id, ids);
-      const before = ids.size;
-      ids.add(r.event_id);
-      this.#size += ids.size - before;
+      ids.set(r.event_id, (ids.get(r.event_id) ?? 0) + 1);
+      this.#size++;
     }
     for (const [threadId, ids] of this.#byThread) {
       if (this.#size <= this.maxEvents) break;
       this.#byThread.delete(threadId);
-      this.#size -= ids.size;
+      for (const n of ids.values()) this.#size -= n;
     }
   }
 
   /**
-   * Whether any of a thread's committed `receipts` was wanted; forgets those (a redelivered
-   * message is noted again when it is read again).
+   * Whether any of a thread's committed `receipts` was wanted; forgets one note of each (a
+   * redelivered message is noted again when it is read again).
    */
   take(threadId: string, receipts: readonly Receipt[]): boolean {
     const ids = this.#byThread.get(threadId);
     if (ids === undefined) return false;
     let wanted = false;
     for (const r of receipts) {
-      if (ids.delete(r.event_id)) {
-        wanted = true;
-        this.#size--;
-      }
+      const n = ids.get(r.event_id);
+      if (n === undefined) continue;
+      if (n === 1) ids.delete(r.event_id);
+      else ids.set(r.event_id, n - 1);
+      wanted = true;
+      this.#size--;
     }
     if (ids.size === 0) this.#byThread.delete(threadId);
     return wanted;
