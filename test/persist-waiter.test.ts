@@ -238,7 +238,11 @@ test('the ack timeout counts from the start of the wait: lookups that cannot rea
       // horizons that does not answer) are inside the limit too.
       const settling = await waiter.prepare([logRecord('h2', 'r', 'e1')]);
       try {
-        await assert.rejects(settling.wait(new Promise(() => undefined)), /1 of 1 events were accepted/);
+        // Not "they will be": the deleted ones may never be written again.
+        await assert.rejects(
+          settling.wait(new Promise(() => undefined)),
+          /1 of 1 events were accepted into the log, but the check for deletions since .* did not finish in 300 ms, so some may not be stored\. Publish them again/,
+        );
       } finally {
         settling.dispose();
       }

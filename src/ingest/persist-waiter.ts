@@ -515,6 +515,17 @@ export class PendingPersist implements Disposable {
   }
 
   #timedOut(): RunstreamError {
+    if (this.#acks === undefined) {
+      // The duplicates of deleted events were still being looked up and written again: those
+      // may never be stored, so "they will be" would not be true.
+      return new RunstreamError(
+        ErrorCode.PersistTimeout,
+        `${this.#missing} of ${this.records.length} events were accepted into the log, but the ` +
+          `check for deletions since (which writes deleted events again) did not finish in ` +
+          `${this.timeoutMs} ms, so some may not be stored. Publish them again with the same ` +
+          'event_ids: stored ones are answered as duplicates with their seqs, the rest are stored.',
+      );
+    }
     return new RunstreamError(
       ErrorCode.PersistTimeout,
       `${this.#missing} of ${this.records.length} events were accepted into the log but not yet ` +
