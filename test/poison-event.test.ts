@@ -113,6 +113,11 @@ test('a refused event is isolated: the rest is stored in order, the event dead-l
   const [again] = await stack.client.publish([poison(t, 'bad-1')], 'PERSISTED');
   assert.equal(again?.seq, 0);
   assert.match(again?.rejected ?? '', /stack depth/);
+  // Again, identical: JetStream drops it as a duplicate of that message, and the lookup finds
+  // the dead letter at the offset of the first message refused. It answers all the same.
+  const [twice] = await stack.client.publish([poison(t, 'bad-1')], 'PERSISTED', 20_000);
+  assert.deepEqual([twice?.seq, twice?.duplicate], [0, true]);
+  assert.match(twice?.rejected ?? '', /stack depth/);
   const [next] = await stack.client.publish([tokenEvent(t, 9)], 'PERSISTED');
   assert.equal(next?.seq, 9);
 

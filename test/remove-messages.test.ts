@@ -54,7 +54,7 @@ test('takes the subject’s messages at or below the offset, thousands of them, 
   const subjects = Array.from({ length: 3000 }, (_, i) => (i % 10 === 9 ? 'b' : `a.${i % 2}`));
   const stream = await streamOf(subjects);
   const upTo = 2900;
-  const removed = await removeMessages(jsm, stream, `${stream}.a.*`, upTo);
+  const removed = await removeMessages(jsm, stream, `${stream}.a.*`, { from: 1, upTo });
   const expected = subjects.slice(0, upTo).filter((s) => s !== 'b').length;
   assert.equal(removed, expected);
   assert.deepEqual(await bySubject(stream), {
@@ -63,18 +63,28 @@ test('takes the subject’s messages at or below the offset, thousands of them, 
     'a.1': subjects.slice(upTo).filter((s) => s === 'a.1').length,
   });
   // Offset 0, or a subject with nothing on it: nothing to do.
-  assert.equal(await removeMessages(jsm, stream, `${stream}.b`, 0), 0);
-  assert.equal(await removeMessages(jsm, stream, `${stream}.c`, upTo), 0);
+  assert.equal(await removeMessages(jsm, stream, `${stream}.b`, { from: 1, upTo: 0 }), 0);
+  assert.equal(await removeMessages(jsm, stream, `${stream}.c`, { from: 1, upTo }), 0);
 });
 
 test('two removals of the same messages at once take each message once, and neither fails', async () => {
-  const stream = await streamOf(Array.from({ length: 1000 }, (_, i) => `t.${i % 3}`));
+  // Another subject's message first: a message removed already inside the stream is "sequence
+  // N not found" (10043), below its first sequence "no message found" (10057).
+  const stream = await streamOf(['other', ...Array.from({ length: 1000 }, (_, i) => `t.${i % 3}`)]);
   const [x, y] = await Promise.all([
-    removeMessages(jsm, stream, `${stream}.t.*`, 1000),
-    removeMessages(jsm, stream, `${stream}.t.*`, 1000),
+    removeMessages(jsm, stream, `${stream}.t.*`, { from: 1, upTo: 1001 }),
+    removeMessages(jsm, stream, `${stream}.t.*`, { from: 1, upTo: 1001 }),
   ]);
   assert.equal(x + y, 1000);
-  assert.deepEqual(await bySubject(stream), {});
+  assert.deepEqual(await bySubject(stream), { other: 1 });
+});
+
+test('from an offset on: messages of the subject before it are not looked at', async () => {
+  const stream = await streamOf(['t.a', 'o', 't.a', 'o', 't.b', 't.a']);
+  assert.equal(await removeMessages(jsm, stream, `${stream}.t.*`, { from: 3, upTo: 5 }), 2);
+  assert.deepEqual(await bySubject(stream), { 't.a': 2, o: 2 });
+  // A range with nothing in it asks the server nothing.
+  assert.equal(await removeMessages(jsm, stream, `${stream}.t.*`, { from: 7, upTo: 6 }), 0);
 });
 
 test('a consumer behind the removed messages is not moved: it is delivered every other message after them', async () => {
@@ -97,7 +107,7 @@ test('a consumer behind the removed messages is not moved: it is delivered every
     Array.from({ length: 10 }, (_, i) => i + 1),
   );
 
-  assert.equal(await removeMessages(jsm, stream, `${stream}.gone`, subjects.length), 1);
+  assert.equal(await removeMessages(jsm, stream, `${stream}.gone`, { from: 1, upTo: subjects.length }), 1);
   const rest: number[] = [];
   // Until it has them all, or a fetch brings nothing: the server had every one before the removal.
   for (let got = -1; rest.length < 190 && got !== rest.length; ) {

@@ -102,13 +102,16 @@ export class Deleter {
       const stream = partitionStream(streamName, partitionOf(threadId, subjects.partitions));
       const filter = runId === undefined ? subjects.logOfThread(threadId) : subjects.log(threadId, runId);
       // Horizon 0: the log had nothing of the thread.
-      purged = await removeMessages(jsm, stream, filter, rows.horizon);
+      purged = await removeMessages(jsm, stream, filter, { from: rows.from, upTo: rows.horizon });
       const legacy =
         runId === undefined ? subjects.legacyLogOfThread(threadId) : subjects.legacyLog(threadId, runId);
-      purged += await removeMessages(jsm, streamName, legacy, rows.horizon).catch((err: unknown) => {
-        if (isNotFound(err)) return 0;
-        throw err;
-      });
+      // The stream from before partitions counts its offsets apart: all of it is looked in.
+      purged += await removeMessages(jsm, streamName, legacy, { from: 1, upTo: rows.horizon }).catch(
+        (err: unknown) => {
+          if (isNotFound(err)) return 0;
+          throw err;
+        },
+      );
     } catch (err) {
       log.warn({ err: (err as Error).message, threadId, runId }, 'deleted rows but could not purge the log');
       throw new UnavailableError(

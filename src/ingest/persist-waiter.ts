@@ -29,6 +29,7 @@ import type { EventAck } from '../gen/runstream/v1/EventAck.js';
 import type { LogAck } from '../log/publisher.js';
 import type { ThreadFeeds } from '../log/thread-feed.js';
 import type { Logger } from '../logger.js';
+import { deletionHorizons, type RunKey } from '../persist/deletions.js';
 import { type EventKey, findEvents } from '../persist/queries.js';
 import type { Receipt } from '../persist/seq-assigner.js';
 
@@ -307,12 +308,37 @@ export class PersistWaiter {
       }
     }
     if (keys.length === 0) return;
-    for (const f of await findEvents(this.pool, keys)) {
+    const found = await findEvents(this.pool, keys);
+    for (const f of found) {
       // Whoever waits on the event now: it is committed, whether or not they were picked.
       eachWaiting(this.#threads.get(f.thread_id)?.byEvent.get(f.event_id), (p) =>
         p.onReceipt(f.thread_id, f),
       );
     }
+    if (found.length < keys.length) await this.#lookUpDropped(keys);
+  }
+
+  /**
+   * Answers seq 0 to the events still waiting among `keys` whose message is at or below its
+   * thread's (run's) deletion horizon: the persister drops such a message, or a delete removed
+   * it from the log before the persister read it, and then no receipt ever comes for it.
+   */
+  async #lookUpDropped(keys: readonly EventKey[]): Promise<void> {
+    const places: { thread_id: string; event_id: string; p: PendingPersist; offset: number }[] = [];
+    const runs: RunKey[] = [];
+    for (const { thread_id, event_id } of keys) {
+      eachWaiting(this.#threads.get(thread_id)?.byEvent.get(event_id), (p) => {
+        const place = p.logPlace(thread_id, event_id);
+        if (place === undefined) return;
+        places.push({ thread_id, event_id, p, offset: place.offset });
+        runs.push({ thread_id, run_id: place.run_id });
+      });
+    }
+    if (runs.length === 0) return;
+    const horizons = await deletionHorizons(this.pool, runs);
+    places.forEach(({ thread_id, event_id, p, offset }, i) => {
+      if (offset <= (horizons[i] as number)) p.onReceipt(thread_id, { event_id, seq: 0, offset });
+    });
   }
 }
 
@@ -390,19 +416,39 @@ export class PendingPersist implements Disposable {
     return true;
   }
 
+  /**
+   * Where the request's event `eventId` of `threadId` went in the log, if it still waits and
+   * the log's acks are known: its run's subject and the offset.
+   */
+  logPlace(threadId: string, eventId: string): { run_id: string; offset: number } | undefined {
+    const acks = this.#acks;
+    if (acks === undefined || this.#missing === 0) return undefined;
+    let index: number | undefined;
+    if (this.#waiting === undefined) {
+      const only = this.records[0] as LogRecord;
+      if (only.thread_id === threadId && only.event_id === eventId) index = 0;
+    } else {
+      index = this.#waiting.get(`${threadId}\0${eventId}`)?.[0];
+    }
+    if (index === undefined) return undefined;
+    return { run_id: (this.records[index] as LogRecord).run_id, offset: (acks[index] as LogAck).seq };
+  }
+
   onReceipt(threadId: string, r: Receipt): void {
     this.#resolve(threadId, r);
   }
 
   /**
-   * Whether a receipt of no stored event (seq 0: dropped as deleted, or rejected) answers the
-   * event at `index`: only if it is of the message the request wrote or found (its offset). An
-   * event_id can be published again once its thread is deleted, and a persister still behind
-   * then drops the deleted original, whose receipt is not this request's answer; the new
-   * message's comes after it. Before the acks are known, such a receipt waits for them.
+   * Whether a receipt answers the event at `index`. One of an event dropped as deleted (seq 0,
+   * not rejected) does only if it is of the message the request wrote or found (its offset):
+   * an event_id can be published again once its thread is deleted, and a persister still
+   * behind then drops the deleted original, whose receipt is not this request's answer; the
+   * new message's comes after it. Before the acks are known, such a receipt waits for them.
+   * A refusal answers whatever its offset: the store refuses the event's content, and a
+   * lookup finds its dead letter at the offset of the first message refused.
    */
   #answers(index: number, threadId: string, r: Receipt): boolean {
-    if (r.seq !== 0) return true;
+    if (r.seq !== 0 || r.rejected !== undefined) return true;
     if (this.#acks !== undefined) return (this.#acks[index] as LogAck).seq === r.offset;
     this.#unmatched ??= new Map();
     this.#unmatched.set(index, [threadId, r]);

@@ -19,25 +19,48 @@ import { AckPolicy, DeliverPolicy, JetStreamApiError, type JetStreamManager } fr
 const REMOVE_WINDOW = 128;
 /** A fetch of offsets, in messages. */
 const FETCH_MESSAGES = 1024;
-/** How long one fetch may wait for its messages; the server has them all already. */
-const FETCH_EXPIRES_MS = 5000;
+/**
+ * How long one fetch may wait for its messages. The server has them all already, but another
+ * delete may be removing some of those it counted, and a fetch then waits out its expiry.
+ */
+const FETCH_EXPIRES_MS = 1000;
 
-/** JetStream's "no message found" (the message is gone already: aged out, or removed by another call). */
-function isNoMessage(err: unknown): boolean {
-  return err instanceof JetStreamApiError && err.code === 10057 && /no message found/i.test(err.message);
+/**
+ * The message is gone already (aged out, or removed by another delete): nats-server answers
+ * 10057 "no message found" below the stream's first sequence, and 10043 "sequence N not
+ * found" inside it.
+ */
+function isGone(err: unknown): boolean {
+  return (
+    err instanceof JetStreamApiError &&
+    ((err.code === 10057 && /no message found/i.test(err.message)) ||
+      (err.code === 10043 && /not found/i.test(err.message)))
+  );
 }
 
-/** Offsets of the messages on `filter` in `stream` at or below `upTo`, in order. */
+/** The part of a stream to look in: from `from` (at least 1) up to `upTo`, both included. */
+export interface OffsetRange {
+  readonly from: number;
+  readonly upTo: number;
+}
+
+/**
+ * Offsets of the messages on `filter` in `stream` within `range`, in order. The server reads
+ * the stream from `range.from` on to find them: a thread's first offset spares it the rest of
+ * a partition's history (hundreds of thousands of messages at token rates).
+ */
 export async function offsetsOf(
   jsm: JetStreamManager,
   stream: string,
   filter: string,
-  upTo: number,
+  { from, upTo }: OffsetRange,
 ): Promise<number[]> {
   const info = await jsm.consumers.add(stream, {
     name: `rs-offsets-${randomBytes(6).toString('hex')}`,
     filter_subject: filter,
-    deliver_policy: DeliverPolicy.All,
+    ...(from > 1
+      ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: from }
+      : { deliver_policy: DeliverPolicy.All }),
     ack_policy: AckPolicy.None,
     headers_only: true,
     mem_storage: true,
@@ -74,15 +97,15 @@ export async function offsetsOf(
   return offsets;
 }
 
-/** Removes the messages on `filter` in `stream` at or below `upTo`; returns how many it removed. */
+/** Removes the messages on `filter` in `stream` within `range`; returns how many it removed. */
 export async function removeMessages(
   jsm: JetStreamManager,
   stream: string,
   filter: string,
-  upTo: number,
+  range: OffsetRange,
 ): Promise<number> {
-  if (upTo <= 0) return 0;
-  const offsets = await offsetsOf(jsm, stream, filter, upTo);
+  if (range.upTo <= 0 || range.from > range.upTo) return 0;
+  const offsets = await offsetsOf(jsm, stream, filter, range);
   let removed = 0;
   let next = 0;
   const worker = async (): Promise<void> => {
@@ -91,7 +114,7 @@ export async function removeMessages(
       try {
         if (await jsm.streams.deleteMessage(stream, seq, false)) removed++;
       } catch (err) {
-        if (!isNoMessage(err)) throw err;
+        if (!isGone(err)) throw err;
       }
     }
   };
