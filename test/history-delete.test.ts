@@ -567,3 +567,89 @@ test("a PERSISTED publish again of a deleted event, while the persister has stil
   assert.deepEqual([original?.seq, original?.offset], [0, 3]);
   await ownNc.close();
 });
+
+test("a delete looks for the log's messages from its lowest deleted row on, and from the start once the thread (run) was deleted before", async () => {
+  const t = randomName('from-');
+  const offsets = async (events: ReturnType<typeof ev>[]) =>
+    (await stack.client.publish(events, 'PERSISTED')).map((a) => Number(a.offset));
+  const [r1] = await offsets([ev(t, 'run-1', 1)]);
+  const [r2] = await offsets([ev(t, 'run-2', 1)]);
+  await offsets([ev(t, 'run-1', 2)]);
+  const [last = 0] = await offsets([ev(t, 'run-2', 2)]);
+  const run2 = await deleteRows(stack.db, { threadId: t, runId: 'run-2', logHorizon: last });
+  assert.deepEqual([run2.events, run2.from], [2, r2]);
+  const thread = await deleteRows(stack.db, { threadId: t, logHorizon: last });
+  assert.deepEqual([thread.events, thread.from], [2, 1], 'a run of it was deleted before');
+  const fresh = randomName('from-');
+  const [f1] = await offsets([ev(fresh, 'run-1', 1), ev(fresh, 'run-1', 2)]);
+  const once = await deleteRows(stack.db, { threadId: fresh, logHorizon: f1 ?? 0 });
+  assert.deepEqual([once.events, once.from], [2, f1]);
+  assert.ok((r1 ?? 0) < (r2 ?? 0));
+  const [g1] = await offsets([ev(fresh, 'run-1', 3)]);
+  const twice = await deleteRows(stack.db, { threadId: fresh, logHorizon: g1 ?? 0 });
+  assert.deepEqual([twice.events, twice.from], [1, 1], 'the thread was deleted before');
+});
+
+test('a PERSISTED publish whose message a delete removes before the persister reads it is answered seq 0, not left to time out', async () => {
+  await using own = await startStack({ partitions: 1, persistBatchMax: 1, persistedAckTimeoutMs: 20_000 });
+  const prefix = randomName('unread-');
+  await own.client.publish([ev(`${prefix}-warm`, 'run-1', 1)], 'PERSISTED');
+  const holder = await own.db.connect();
+  let pending: ReturnType<typeof own.client.publish> | undefined;
+  try {
+    await holder.query('BEGIN');
+    await holder.query('SELECT * FROM log_partitions FOR UPDATE');
+    // A message each (threads of their own), more than the persister pulls ahead.
+    for (let i = 0; i < 300; i += 50) {
+      await Promise.all(
+        Array.from({ length: 50 }, (_, j) =>
+          own.client.publish([ev(`${prefix}-f${i + j}`, 'run-1', 1)], 'ACCEPTED'),
+        ),
+      );
+    }
+    pending = own.client.publish([ev(`${prefix}-a`, 'run-1', 1)], 'PERSISTED', 30_000);
+    pending.catch(() => undefined); // awaited below
+    const ownNc = await connect({ servers: own.servers.nats.url });
+    const ownJsm = await jetstreamManager(ownNc);
+    await waitFor(
+      async () => (await ownJsm.streams.info(threadStream(own.config, `${prefix}-a`))).state.last_seq >= 302,
+    );
+    await ownNc.close();
+    const deleted = await http(`${own.httpUrl}/v1/threads/${prefix}-a`, { method: 'DELETE' });
+    assert.equal(deleted.status, 200);
+    assert.equal(
+      (deleted.body as { purged_messages: number }).purged_messages,
+      1,
+      'removed before it was read',
+    );
+  } finally {
+    await holder.query('COMMIT');
+    holder.release();
+  }
+  const [ack] = await (pending as ReturnType<typeof own.client.publish>);
+  assert.deepEqual([ack?.seq, ack?.duplicate], [0, false]);
+  const rows = await own.db.query('SELECT 1 FROM run_events WHERE thread_id = $1', [`${prefix}-a`]);
+  assert.equal(rows.rowCount, 0);
+});
+
+test('an event_id freed by a run delete is a new event in another run of the thread, within the duplicate window too; while its run lives it stays one event', async () => {
+  const t = randomName('xrun-');
+  const withId = (run: string, id: string) => ({ ...ev(t, run, 1), event_id: id });
+  const [first] = await stack.client.publish([withId('run-1', 'shared-1')], 'PERSISTED');
+  assert.equal(first?.seq, 1);
+  // While run-1 lives, an id of it sent in run-2 is the same event: stored once, in run-1.
+  await stack.client.publish([withId('run-1', 'other-1')], 'PERSISTED');
+  const [same] = await stack.client.publish([withId('run-2', 'other-1')], 'PERSISTED', 10_000);
+  assert.deepEqual([same?.seq, same?.duplicate], [2, true]);
+  assert.equal((await http(`${stack.httpUrl}/v1/threads/${t}/runs/run-1`, { method: 'DELETE' })).status, 200);
+  // Deleted with its run, the id is free: in run-2 it is a new event, at both levels.
+  const [accepted] = await stack.client.publish([withId('run-2', 'shared-1')], 'ACCEPTED');
+  assert.equal(accepted?.duplicate, false);
+  const [persisted] = await stack.client.publish([withId('run-2', 'shared-1')], 'PERSISTED', 10_000);
+  assert.deepEqual([persisted?.seq, persisted?.duplicate], [3, true], 'a duplicate of the new event');
+  const rows = await stack.db.query('SELECT run_id, seq FROM run_events WHERE thread_id = $1', [t]);
+  assert.deepEqual(
+    rows.rows.map((r) => [r.run_id, Number(r.seq)]),
+    [['run-2', 3]],
+  );
+});

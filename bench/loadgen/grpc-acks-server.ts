@@ -128,7 +128,7 @@ async function publisher(
     if (!first) return Promise.resolve({ acks: [] });
     const id = ++next;
     const h = headers();
-    h.set('Nats-Msg-Id', msgId(first.thread_id, first.event_id));
+    h.set('Nats-Msg-Id', msgId(first.thread_id, first.run_id, first.event_id));
     return new Promise<PublishResponse>((resolve, reject) => {
       waiting.set(id, (ack) =>
         ack.seq === undefined

@@ -40,7 +40,7 @@ async function main(a: JsPublisherArgs, io: LoadgenIo): Promise<JsPublisherResul
     return {
       subject: subjects.log(e.thread_id, e.run_id),
       data: JSON.stringify(record),
-      id: msgId(e.thread_id, e.event_id),
+      id: msgId(e.thread_id, e.run_id, e.event_id),
     };
   });
 

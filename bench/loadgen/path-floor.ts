@@ -205,7 +205,7 @@ async function produce(a: ProducerArgs, io: LoadgenIo): Promise<ProducerResult> 
         const e = nextTokenEvent(t, stamp);
         const record: LogRecord = { ...e, category: 'message', user_id: '', created_at: createdAt };
         const h = headers();
-        h.set('Nats-Msg-Id', msgId(e.thread_id, e.event_id));
+        h.set('Nats-Msg-Id', msgId(e.thread_id, e.run_id, e.event_id));
         h.set('Nats-Expected-Stream', partitionStream(a.streamName, partitionOf(e.thread_id, a.partitions)));
         if (a.receipts) stamps.set(`${e.thread_id}/${e.event_id}`, epochMs());
         const p = js
@@ -261,7 +261,7 @@ async function produceClosed(
     messages.push({
       subject: subjects.log(t.threadId, t.runId),
       body: JSON.stringify(records),
-      id: `${msgId(t.threadId, (records[0] as LogRecord).event_id)}+${n}`,
+      id: `${msgId(t.threadId, (records[0] as LogRecord).run_id, (records[0] as LogRecord).event_id)}+${n}`,
       stream: partitionStream(a.streamName, partitionOf(t.threadId, a.partitions)),
       events: n,
     });

@@ -28,10 +28,10 @@
  * answered as before; it is in the body rather than a NATS header so ingest builds no header
  * and the persister parses none, and a persister of the previous version ignores the key.
  *
- * `Nats-Msg-Id` names the message's content: `thread:event_id` for a single event (as
- * before), and for several the thread, the first event_id, the count and a hash of all
- * the event_ids, so JetStream drops an identical retry within its window and nothing
- * else. A retry that regroups events is not identical; Postgres drops its duplicates.
+ * `Nats-Msg-Id` names the message's content: `thread:run:event_id` for a single event, and
+ * for several the thread, the run, the first event_id, the count and a hash of all the
+ * event_ids, so JetStream drops an identical retry within its window and nothing else. A
+ * retry that regroups events is not identical; Postgres drops its duplicates.
  */
 import crypto from 'node:crypto';
 import { decodeLogRecord, type LogRecord } from '../domain/event.js';
@@ -93,7 +93,7 @@ export function encodeLogMessages(
         threadId: r.thread_id,
         runId: r.run_id,
         body: `${prefix}"thread_id":"${r.thread_id}","run_id":"${r.run_id}","events":[${entry}]}\n${r.content_json}${r.metadata_json}`,
-        msgId: msgId(r.thread_id, r.event_id),
+        msgId: msgId(r.thread_id, r.run_id, r.event_id),
         indexes: FIRST_ONLY,
       },
     ];
@@ -176,7 +176,10 @@ function message(records: readonly LogRecord[], d: Draft, prefix: string): LogMe
     threadId: first.thread_id,
     runId: first.run_id,
     body: `${head}\n${d.payloads.join('')}`,
-    msgId: d.indexes.length === 1 ? msgId(first.thread_id, first.event_id) : batchMsgId(records, d.indexes),
+    msgId:
+      d.indexes.length === 1
+        ? msgId(first.thread_id, first.run_id, first.event_id)
+        : batchMsgId(records, d.indexes),
     indexes: d.indexes,
   };
 }
@@ -195,7 +198,7 @@ function batchMsgId(records: readonly LogRecord[], indexes: readonly number[]): 
   let lines = '';
   for (const i of indexes) lines += `${(records[i] as LogRecord).event_id}\n`;
   const first = records[indexes[0] as number] as LogRecord;
-  return `${msgId(first.thread_id, first.event_id)}+${indexes.length}:${sha256(lines).slice(0, 22)}`;
+  return `${msgId(first.thread_id, first.run_id, first.event_id)}+${indexes.length}:${sha256(lines).slice(0, 22)}`;
 }
 
 /**

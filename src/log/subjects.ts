@@ -88,7 +88,12 @@ export class Subjects {
   }
 }
 
-/** The `Nats-Msg-Id` of an event: JetStream deduplicates on it within its window. */
-export function msgId(threadId: string, eventId: string): string {
-  return `${threadId}:${eventId}`;
+/**
+ * The `Nats-Msg-Id` of an event: JetStream deduplicates on it within its window. It names the
+ * run too: a duplicate is then always of a message on the same thread and run subject, so a
+ * run deleted since is the duplicate's own (an event_id freed by a run delete and used in
+ * another run of the thread within the window was dropped as a duplicate of the deleted one).
+ */
+export function msgId(threadId: string, runId: string, eventId: string): string {
+  return `${threadId}:${runId}:${eventId}`;
 }
