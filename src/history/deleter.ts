@@ -101,7 +101,7 @@ export class Deleter {
       // The thread's partition stream, and the stream from before partitions.
       const stream = partitionStream(streamName, partitionOf(threadId, subjects.partitions));
       const filter = runId === undefined ? subjects.logOfThread(threadId) : subjects.log(threadId, runId);
-      // Horizon 0: the log had nothing of the thread.
+      // From the thread's (run's) lowest row on (deletions.ts); nothing when the log was empty.
       purged = await removeMessages(jsm, stream, filter, { from: rows.from, upTo: rows.horizon });
       const legacy =
         runId === undefined ? subjects.legacyLogOfThread(threadId) : subjects.legacyLog(threadId, runId);

@@ -492,27 +492,26 @@ export class PendingPersist implements Disposable {
    * a request past it.
    */
   async wait(logAcks: readonly LogAck[] | Promise<readonly LogAck[]>): Promise<EventAck[]> {
-    let pubAcks = Array.isArray(logAcks) ? (logAcks as readonly LogAck[]) : undefined;
-    if (pubAcks === undefined || this.#missing > 0) {
+    if (Array.isArray(logAcks)) this.#setAcks(logAcks);
+    if (this.#acks === undefined || this.#missing > 0) {
       let deadline: Deadline | undefined;
       try {
         await new Promise<void>((resolve, reject) => {
           deadline = this.deadlines.add(() => reject(this.#timedOut()));
-          if (pubAcks !== undefined) {
+          const atHand = this.#acks;
+          if (atHand !== undefined) {
             // Acks at hand (the rule): the last receipt, or lookup, settles the request.
             this.#done = resolve;
-            this.#setAcks(pubAcks);
-            this.#lookUpDuplicates(pubAcks)?.catch(reject);
+            this.#lookUpDuplicates(atHand)?.catch(reject);
             return;
           }
           // Acks still settling: the receipts may all come before them.
           const settle = (): void => {
-            if (pubAcks !== undefined && this.#missing === 0) resolve();
+            if (this.#acks !== undefined && this.#missing === 0) resolve();
           };
           this.#done = settle;
           (logAcks as Promise<readonly LogAck[]>)
             .then((acks) => {
-              pubAcks = acks;
               this.#setAcks(acks);
               return this.#lookUpDuplicates(acks);
             })
@@ -523,7 +522,7 @@ export class PendingPersist implements Disposable {
         if (deadline) this.deadlines.cancel(deadline);
       }
     }
-    const acks = pubAcks as readonly LogAck[];
+    const acks = this.#acks as readonly LogAck[];
     // A repeat of an event_id within the request shares its log message with the first
     // one, so only the first can have been stored from it.
     return acks.map((a, i) => {

@@ -49,7 +49,7 @@ export interface OffsetRange {
  * the stream from `range.from` on to find them: a thread's first offset spares it the rest of
  * a partition's history (hundreds of thousands of messages at token rates).
  */
-export async function offsetsOf(
+async function offsetsOf(
   jsm: JetStreamManager,
   stream: string,
   filter: string,
