@@ -568,7 +568,7 @@ test("a PERSISTED publish again of a deleted event, while the persister has stil
   await ownNc.close();
 });
 
-test("a delete looks for the log's messages from its lowest deleted row on, and from the start once the thread (run) was deleted before", async () => {
+test("a delete looks for the log's messages from the thread's lowest row on, and from the start once the thread (or a run of it) was deleted before", async () => {
   const t = randomName('from-');
   const offsets = async (events: ReturnType<typeof ev>[]) =>
     (await stack.client.publish(events, 'PERSISTED')).map((a) => Number(a.offset));
@@ -576,8 +576,9 @@ test("a delete looks for the log's messages from its lowest deleted row on, and 
   const [r2] = await offsets([ev(t, 'run-2', 1)]);
   await offsets([ev(t, 'run-1', 2)]);
   const [last = 0] = await offsets([ev(t, 'run-2', 2)]);
+  // A run's messages may sit below its own rows (another run's duplicates): the thread's lowest.
   const run2 = await deleteRows(stack.db, { threadId: t, runId: 'run-2', logHorizon: last });
-  assert.deepEqual([run2.events, run2.from], [2, r2]);
+  assert.deepEqual([run2.events, run2.from], [2, r1]);
   const thread = await deleteRows(stack.db, { threadId: t, logHorizon: last });
   assert.deepEqual([thread.events, thread.from], [2, 1], 'a run of it was deleted before');
   const fresh = randomName('from-');
@@ -585,6 +586,13 @@ test("a delete looks for the log's messages from its lowest deleted row on, and 
   const once = await deleteRows(stack.db, { threadId: fresh, logHorizon: f1 ?? 0 });
   assert.deepEqual([once.events, once.from], [2, f1]);
   assert.ok((r1 ?? 0) < (r2 ?? 0));
+  // A run deleted before forces the start too, whichever run goes next.
+  const other = randomName('from-');
+  await offsets([ev(other, 'run-1', 1)]);
+  const [o2 = 0] = await offsets([ev(other, 'run-2', 1)]);
+  await deleteRows(stack.db, { threadId: other, runId: 'run-1', logHorizon: o2 });
+  const [o3 = 0] = await offsets([ev(other, 'run-2', 2)]);
+  assert.equal((await deleteRows(stack.db, { threadId: other, runId: 'run-2', logHorizon: o3 })).from, 1);
   const [g1] = await offsets([ev(fresh, 'run-1', 3)]);
   const twice = await deleteRows(stack.db, { threadId: fresh, logHorizon: g1 ?? 0 });
   assert.deepEqual([twice.events, twice.from], [1, 1], 'the thread was deleted before');
@@ -651,5 +659,25 @@ test('an event_id freed by a run delete is a new event in another run of the thr
   assert.deepEqual(
     rows.rows.map((r) => [r.run_id, Number(r.seq)]),
     [['run-2', 3]],
+  );
+});
+
+test("a run delete leaves none of the run's messages in the log, also one that stored nothing of its own (another run's duplicate)", async () => {
+  const t = randomName('rundup-');
+  const shared = (run: string) => ({ ...ev(t, run, 1), event_id: 'shared' });
+  await stack.client.publish([shared('run-1')], 'PERSISTED');
+  const [dup] = await stack.client.publish([shared('run-2')], 'PERSISTED');
+  assert.deepEqual([dup?.seq, dup?.duplicate], [1, true], 'stored nothing: a duplicate of run-1');
+  await stack.client.publish([ev(t, 'run-2', 5)], 'PERSISTED');
+  const res = await http<{ purged_messages: number }>(`${stack.httpUrl}/v1/threads/${t}/runs/run-2`, {
+    method: 'DELETE',
+  });
+  assert.equal(res.status, 200);
+  assert.equal(res.body.purged_messages, 2);
+  const left = await logSubjects(t);
+  assert.deepEqual(
+    Object.keys(left).filter((s) => s.endsWith('.run-2')),
+    [],
+    'nothing of run-2 in the log',
   );
 });

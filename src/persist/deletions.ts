@@ -43,10 +43,12 @@ export interface DeletedRows {
   /** The thread's head seq, which later events continue above. */
   readonly head: number;
   /**
-   * The lowest log offset a message of the thread (run) can still have: its lowest deleted
-   * row's or refused event's. Stored offsets are a prefix of a thread's log, so its messages
-   * not yet stored come later. 1 when nothing was deleted, or when the thread (run) was
-   * deleted before (messages an earlier delete failed to remove may lie anywhere below).
+   * The lowest log offset a message of the thread (run) can still have: the thread's lowest
+   * row's or refused event's, whichever run they are of (a run's message may have stored
+   * nothing of its own: its events were another run's duplicates). Stored offsets are a prefix
+   * of a thread's log, so its messages not yet stored come later. 1 when the thread had nothing
+   * stored, or when it or any of its runs was deleted before (a message dropped for a delete
+   * stores nothing, and one an earlier delete failed to remove may lie anywhere below).
    */
   readonly from: number;
 }
@@ -75,25 +77,30 @@ export function deleteRows(pool: pg.Pool, q: DeleteRowsQuery): Promise<DeletedRo
           );
         }
       }
+      // Where the log's messages of the thread (run) can start (DeletedRows.from), read before
+      // anything goes: index probes.
+      const { rows: start } = await client.query<{ from: string }>(
+        `SELECT CASE WHEN EXISTS (SELECT 1 FROM thread_heads WHERE thread_id = $1 AND deleted_upto_offset > 0)
+                       OR EXISTS (SELECT 1 FROM run_deletions WHERE thread_id = $1)
+                     THEN 1
+                     ELSE COALESCE(LEAST((SELECT min(stream_offset) FROM run_events WHERE thread_id = $1),
+                                         (SELECT min(stream_offset) FROM dead_letters WHERE thread_id = $1)), 1)
+                END::int8 AS from`,
+        [q.threadId],
+      );
+      const from = Number(start[0]?.from ?? 1);
       // Which rows go: a thread's, or a run's (through the (thread_id, run_id, seq) index).
-      const { rows: gone } = await client.query<{
-        n: string;
-        seq: string | null;
-        off: string | null;
-        low: string | null;
-      }>(
+      const { rows: gone } = await client.query<{ n: string; seq: string | null; off: string | null }>(
         q.runId === undefined
           ? {
               text: `WITH d AS (DELETE FROM run_events WHERE thread_id = $1 RETURNING seq, stream_offset)
-                     SELECT count(*) AS n, max(seq) AS seq, max(stream_offset) AS off,
-                            min(stream_offset) AS low FROM d`,
+                     SELECT count(*) AS n, max(seq) AS seq, max(stream_offset) AS off FROM d`,
               values: [q.threadId],
             }
           : {
               text: `WITH d AS (DELETE FROM run_events WHERE thread_id = $1 AND run_id = $2
                                 RETURNING seq, stream_offset)
-                     SELECT count(*) AS n, max(seq) AS seq, max(stream_offset) AS off,
-                            min(stream_offset) AS low FROM d`,
+                     SELECT count(*) AS n, max(seq) AS seq, max(stream_offset) AS off FROM d`,
               values: [q.threadId, q.runId],
             },
       );
@@ -105,23 +112,10 @@ export function deleteRows(pool: pg.Pool, q: DeleteRowsQuery): Promise<DeletedRo
         [q.threadId, run],
       );
       // What the store refused of them goes too: a deleted thread (run) leaves nothing behind.
-      const { rows: refused } = await client.query<{ low: string | null }>(
-        `WITH d AS (DELETE FROM dead_letters WHERE thread_id = $1 AND ($2::text IS NULL OR run_id = $2)
-                    RETURNING stream_offset)
-         SELECT min(stream_offset) AS low FROM d`,
+      await client.query(
+        'DELETE FROM dead_letters WHERE thread_id = $1 AND ($2::text IS NULL OR run_id = $2)',
         [q.threadId, run],
       );
-      // Deleted before: the thread's, or this run's (a run delete after a thread delete is both).
-      const { rows: before } = await client.query<{ upto: string }>(
-        `SELECT GREATEST(
-                  COALESCE((SELECT deleted_upto_offset FROM thread_heads WHERE thread_id = $1), 0),
-                  COALESCE((SELECT max(deleted_upto_offset) FROM run_deletions
-                             WHERE thread_id = $1 AND ($2::text IS NULL OR run_id = $2)), 0)
-                )::int8 AS upto`,
-        [q.threadId, run],
-      );
-      const lows = [gone[0]?.low, refused[0]?.low].filter((v) => v != null).map(Number);
-      const from = lows.length === 0 || Number(before[0]?.upto ?? 0) > 0 ? 1 : Math.min(...lows);
       if (q.runId !== undefined) {
         await client.query(
           `INSERT INTO run_deletions (thread_id, run_id, deleted_upto_offset) VALUES ($1, $2, $3)
