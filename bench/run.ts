@@ -221,6 +221,8 @@ interface RunResult {
   linger: FixedRateResult[];
   /** B-path at the target rate: scenario 3's load through the bare parts (the latency floor). */
   floor?: PathFloorResult;
+  /** B-path's curve: the floor at each of scenario 3's rates, up to its first saturated one. */
+  floorCurve: CurvePoint[];
   /** The same with commit receipts sent and timed: scenario 8's floor. */
   floorReceipts?: PathFloorResult;
   /** B-grpc-acks: scenario 3's load against a bare gRPC server answering acks (ingest's CPU floor). */
@@ -425,7 +427,7 @@ async function main(): Promise<void> {
 
   const runs: RunResult[] = [];
   for (let r = 1; r <= PLAN.runs; r++) {
-    const run: RunResult = { latency: [], curve: [], linger: [], errors: [], brokerLogs: {} };
+    const run: RunResult = { latency: [], curve: [], floorCurve: [], linger: [], errors: [], brokerLogs: {} };
     runs.push(run);
     const tag = `[run ${r}/${PLAN.runs}]`;
 
@@ -443,22 +445,45 @@ async function main(): Promise<void> {
       }
     }
 
-    // Twice: as scenario 3 (no commit receipts) and as scenario 8 (receipts sent and timed).
-    for (const receipts of [false, true]) {
-      if (!only.has('floor') || !(await ready(run, 'B-path', ESTIMATE_MS.fixedRate, startedAt))) break;
-      const name = receipts ? 'B-path+receipts' : 'B-path';
+    // As scenario 3 (no commit receipts) over the curve's rates up to twice the target's, as
+    // scenario 3's curve goes (up to its first saturated rate, and the target rate whatever
+    // happened before); then as scenario 8 (receipts sent and timed) at the target rate.
+    const floorRates = only.has('latency')
+      ? PLAN.fixedRate.rates.filter((rate) => rate <= 2 * TARGET_RATE)
+      : [TARGET_RATE];
+    const floorPlan = only.has('floor')
+      ? [
+          ...(floorRates.includes(TARGET_RATE) ? floorRates : [...floorRates, TARGET_RATE]).map((rate) => ({
+            rate,
+            receipts: false,
+          })),
+          { rate: TARGET_RATE, receipts: true },
+        ]
+      : [];
+    let floorPast = false;
+    for (const { rate, receipts } of floorPlan) {
+      if (floorPast && !receipts && rate !== TARGET_RATE) continue;
+      if (!(await ready(run, 'B-path', ESTIMATE_MS.fixedRate, startedAt))) break;
+      const name = receipts ? 'B-path+receipts' : `B-path ${rate}`;
       try {
         const res = await runPathFloor(servers, {
           ...PLAN.fixedRate,
-          rate: TARGET_RATE,
+          rate,
           partitions: DEFAULT_PARTITIONS,
           receipts,
         });
         if (receipts) run.floorReceipts = res;
-        else run.floor = res;
+        else {
+          if (rate === TARGET_RATE) run.floor = res;
+          run.floorCurve.push(curvePoint(res));
+          if (saturated(res)) floorPast = true;
+        }
         log(`${tag} ${name.padEnd(15)} ${floorText(res)}`);
       } catch (err) {
-        run.errors.push(`${name}: ${(err as Error).message}`);
+        // Past its saturation the floor may not deliver everything within the drain timeout:
+        // that ends its curve, and is an error only at the target rate.
+        if (receipts || rate <= TARGET_RATE) run.errors.push(`${name}: ${(err as Error).message}`);
+        else floorPast = true;
         log(`${tag} ${name} FAILED: ${(err as Error).stack ?? err}`);
       }
     }
@@ -768,7 +793,7 @@ async function main(): Promise<void> {
     profiles: profileDir,
   };
   // Every target's ratio and the latency curve, medians of the runs (as the docs show them).
-  const { ratios, curve } = reportInputFrom(body);
+  const { ratios, curve, floorCurve } = reportInputFrom(body);
   log('\nTargets (median of the runs):');
   for (const t of ratios) {
     log(
@@ -776,7 +801,12 @@ async function main(): Promise<void> {
         `ratio ${fmt(t.ratio, 2)} (target ${t.better === 'higher' ? '≥' : '≤'} ${t.target})`,
     );
   }
-  const file = writeResults(stamp, `${quick ? '-quick' : ''}`, { ...body, targets: ratios, curve });
+  const file = writeResults(stamp, `${quick ? '-quick' : ''}`, {
+    ...body,
+    targets: ratios,
+    curve,
+    floorCurve,
+  });
   log(`\nwrote ${file}${profileDir ? `\nbroker CPU profiles in ${profileDir}` : ''}`);
   // The docs show full runs of every scenario only, unless asked (--write-docs): a part of a
   // run (--only, --runs) would replace the whole summary. bench/docs-report.ts redoes them from the file.
@@ -1138,14 +1168,29 @@ function tableRows(runs: readonly RunResult[]): Row[] {
     }
   }
   if (only.has('floor')) {
-    rowsOf(`B-path bare parts, ${fmt(TARGET_RATE, 0)} events/s offered`, (r) => r.floor, [
-      ['e2e p50 ms', (f) => f.e2eLatency.p50],
-      ['e2e p99 ms', (f) => f.e2eLatency.p99],
-      ['e2e p99.9 ms', (f) => f.e2eLatency.p999],
-      ['send → read from JetStream p50 ms', (f) => f.readLatency.p50],
-      ['send → committed p50 ms', (f) => f.committedLatency.p50],
-      ['relay + nats + pg CPU µs/event', (f) => stackCpu(f.cpuUsPerEvent) ?? Number.NaN],
-    ]);
+    for (const rate of PLAN.fixedRate.rates.includes(TARGET_RATE) ? PLAN.fixedRate.rates : [TARGET_RATE]) {
+      const name = `B-path bare parts, ${fmt(rate, 0)} events/s offered`;
+      if (rate === TARGET_RATE) {
+        rowsOf(name, (r) => r.floor, [
+          ['received events/s', (f) => f.receivedPerS],
+          ['e2e p50 ms', (f) => f.e2eLatency.p50],
+          ['e2e p99 ms', (f) => f.e2eLatency.p99],
+          ['e2e p99.9 ms', (f) => f.e2eLatency.p999],
+          ['send → read from JetStream p50 ms', (f) => f.readLatency.p50],
+          ['send → committed p50 ms', (f) => f.committedLatency.p50],
+          ['relay + nats + pg CPU µs/event', (f) => stackCpu(f.cpuUsPerEvent) ?? Number.NaN],
+        ]);
+        continue;
+      }
+      const point = (r: RunResult) => r.floorCurve.find((p) => p.offered === rate);
+      if (!runs.some(point)) continue;
+      rowsOf(name, point, [
+        ['received events/s', (p) => p.achieved],
+        ['e2e p50 ms', (p) => p.p50],
+        ['e2e p99 ms', (p) => p.p99],
+        ['e2e p99.9 ms', (p) => p.p999],
+      ]);
+    }
     rowsOf(`B-path with commit receipts, ${fmt(TARGET_RATE, 0)} events/s`, (r) => r.floorReceipts, [
       ['commit receipt p50 ms', (f) => f.receiptLatency.p50],
       ['commit receipt p99 ms', (f) => f.receiptLatency.p99],

@@ -257,6 +257,30 @@ test('the linger table sets the Publisher beside raw requests at the rates it me
   assert.equal(reportInputFrom(RESULTS).linger, undefined, 'a run without `linger` has no table');
 });
 
+test("the floor's curve sets scenario 3 beside B-path at each offered rate, medians of the runs", () => {
+  const point = (offered: number, achieved: number, p50: number) => ({
+    offered,
+    achieved,
+    p50,
+    p99: p50 * 4,
+    p999: p50 * 5,
+  });
+  const run = (k: number) => ({
+    curve: [point(1000, 1000, 4 * k), point(5000, 4990, 15 * k), point(20000, 14_000, 2000 * k)],
+    // The floor went on to 10,000 events/s, which the broker's curve has not measured, and stopped there.
+    floorCurve: [point(1000, 1000, 2 * k), point(5000, 5000, 6 * k), point(10000, 9000 + k, 40 * k)],
+  });
+  const input = reportInputFrom({ ...RESULTS, runs: [run(1), run(3), run(2)] });
+  assert.deepEqual(input.floorCurve, [point(1000, 1000, 4), point(5000, 5000, 12), point(10000, 9002, 80)]);
+  const md = renderSummary(input, '/somewhere/bench/results/x.json');
+  assert.ok(md.includes('| 1,000 | 1,000 | 8.00 / 32.0 / 40.0 | 1,000 | 4.00 / 16.0 / 20.0 | 2.00× |'), md);
+  assert.ok(md.includes('| 5,000 | 4,990 | 30.0 / 120 / 150 | 5,000 | 12.0 / 48.0 / 60.0 | 2.50× |'), md);
+  assert.ok(md.includes('| 10,000 | — | — | 9,002 | 80.0 / 320 / 400 | — |'), md);
+  assert.ok(md.includes('| 20,000 | 14,000 | 4,000 / 16,000 / 20,000 | — | — | — |'), md);
+  assert.equal(reportInputFrom(RESULTS).floorCurve, undefined, 'a run without `floorCurve` has no table');
+  assert.ok(!renderSummary(reportInputFrom(RESULTS), 'x.json').includes('floor delivered'));
+});
+
 const DOC = '# Benchmarks\n\nIntro line one,\nline two.\n\nIn short:\n\n- a finding\n\n## Running\n\nprose\n';
 
 test('without markers, the block goes after the intro paragraph and the prose stays', () => {

@@ -128,6 +128,33 @@ test('an empty or partly missing curve still renders', () => {
   assert.doesNotMatch(holes, /NaN/);
 });
 
+test("the floor's p50 and p99 are drawn beside the broker's, at their own offered rates, inside the scale", () => {
+  const floor: CurvePoint[] = [
+    { offered: 1_000, achieved: 1_000, p50: 1, p99: 4, p999: 6 },
+    { offered: 20_000, achieved: 15_000, p50: 5_000, p99: 9_000, p999: 9_500 },
+  ];
+  const svg = latencyChart(CURVE, {}, undefined, floor);
+  assertWellFormed(svg);
+  const p50 = seriesPoints(svg, 'p50');
+  const floorP50 = seriesPoints(svg, 'floor p50');
+  const floorP99 = seriesPoints(svg, 'floor p99');
+  assert.equal(floorP50.length, 2);
+  assert.equal(floorP99.length, 2);
+  assert.ok(!svg.includes('floor p99.9'), 'no p99.9 for the floor');
+  assert.ok(svg.includes('>floor p50<') && svg.includes('>floor p99<'), 'in the legend');
+  // 1,000 events/s: the same x as the broker's point there, and the floor's 1 ms below the broker's 2 ms.
+  const broker1000 = p50.find(([xx]) => floorP50.some(([fx]) => fx === xx));
+  assert.ok(broker1000, 'a shared offered rate has the same x');
+  assert.ok((floorP50[0] as [number, number])[1] > broker1000[1], 'the lower latency is lower on the plot');
+  // The x axis reaches the floor's 20,000 though the broker's curve ends at 10,000; y reaches 9 s.
+  const [fx20k] = floorP50[1] as [number, number];
+  assert.ok(fx20k > Math.max(...p50.map(([xx]) => xx)));
+  assert.ok(svg.includes('>20,000<') || svg.includes('>20000<'));
+  assert.ok(svg.includes('>10 s<'), "a log tick above the floor's 9 s");
+  const none = latencyChart(CURVE);
+  assert.ok(!none.includes('floor p50'), 'no floor, no floor lines nor legend');
+});
+
 const BARS: RatioBar[] = [
   {
     scenario: 'A',

@@ -41,6 +41,8 @@ export interface BenchReportInput {
   readonly runs: number;
   readonly ratios: readonly RatioRow[];
   readonly curve?: readonly CurvePoint[];
+  /** B-path's curve: the bare parts at scenario 3's rates (medians of the runs per offered rate). */
+  readonly floorCurve?: readonly CurvePoint[];
   /** CPU µs per delivered event by stage, one broker process per stage (medians of the runs). */
   readonly stages?: readonly StageRow[];
   /** Scenarios 3 and 8, and CPU per event, beside the bare parts under the same load (medians of the runs). */
@@ -354,6 +356,21 @@ function isCurvePoint(v: unknown): v is Json {
   return isObject(v) && typeof v.offered === 'number';
 }
 
+/** One point per offered rate, each figure the median of the runs' points at that rate. */
+function mediansByOffered(points: readonly Json[]): CurvePoint[] {
+  const byOffered = new Map<number, Json[]>();
+  for (const p of points) {
+    const offered = p.offered as number;
+    byOffered.set(offered, [...(byOffered.get(offered) ?? []), p]);
+  }
+  return [...byOffered.entries()]
+    .sort(([a], [b]) => a - b)
+    .map(([offered, ps]): CurvePoint => {
+      const med = (field: string) => median(ps.map((p) => num(p[field])));
+      return { offered, achieved: med('achieved'), p50: med('p50'), p99: med('p99'), p999: med('p999') };
+    });
+}
+
 /** A run's latency curve: `curve` on the run or on one of its results. */
 function curveOfRun(run: Json): Json[] {
   const holders = [run, ...Object.values(run).flatMap((e) => (Array.isArray(e) ? e : [e]))];
@@ -405,17 +422,10 @@ export function reportInputFrom(results: unknown): BenchReportInput {
     };
   });
 
-  const byOffered = new Map<number, Json[]>();
-  for (const p of runs.flatMap(curveOfRun)) {
-    const offered = p.offered as number;
-    byOffered.set(offered, [...(byOffered.get(offered) ?? []), p]);
-  }
-  const curve = [...byOffered.entries()]
-    .sort(([a], [b]) => a - b)
-    .map(([offered, ps]): CurvePoint => {
-      const med = (field: string) => median(ps.map((p) => num(p[field])));
-      return { offered, achieved: med('achieved'), p50: med('p50'), p99: med('p99'), p999: med('p999') };
-    });
+  const curve = mediansByOffered(runs.flatMap(curveOfRun));
+  const floorCurve = mediansByOffered(
+    runs.flatMap((r) => (Array.isArray(r.floorCurve) ? r.floorCurve.filter(isCurvePoint) : [])),
+  );
 
   const stages = stageRows(runs);
   const floor = floorRows(runs);
@@ -427,6 +437,7 @@ export function reportInputFrom(results: unknown): BenchReportInput {
     runs: runs.length,
     ratios,
     ...(curve.length > 0 ? { curve } : {}),
+    ...(floorCurve.length > 0 ? { floorCurve } : {}),
     ...(stages.length > 0 ? { stages } : {}),
     ...(floor.length > 0 ? { floor } : {}),
     ...(linger.length > 0 ? { linger } : {}),
@@ -505,6 +516,27 @@ export function renderSummary(input: BenchReportInput, resultsFile: string): str
       );
     }
   }
+  if (input.curve && input.curve.length > 0 && input.floorCurve && input.floorCurve.length > 0) {
+    lines.push(
+      '',
+      "Scenario 3's curve beside B-path's, the same load through the bare parts at each offered rate",
+      "(send → WebSocket ms; B-path's curve ends at twice the target's rate, or where it fell behind):",
+      '',
+      '| offered events/s | broker delivered events/s | broker p50 / p99 / p99.9 | floor delivered events/s | floor p50 / p99 / p99.9 | broker ÷ floor, p50 |',
+      '| ---: | ---: | ---: | ---: | ---: | ---: |',
+    );
+    const rates = [...new Set([...input.curve, ...input.floorCurve].map((p) => p.offered))].sort(
+      (a, b) => a - b,
+    );
+    const cells = (p: CurvePoint | undefined) =>
+      p ? [number(p.achieved), `${number(p.p50)} / ${number(p.p99)} / ${number(p.p999)}`] : ['—', '—'];
+    for (const rate of rates) {
+      const b = input.curve.find((p) => p.offered === rate);
+      const f = input.floorCurve.find((p) => p.offered === rate);
+      const ratio = b && f ? `${number(b.p50 / f.p50)}×` : '—';
+      lines.push(`| ${number(rate)} | ${[...cells(b), ...cells(f), ratio].join(' | ')} |`);
+    }
+  }
   if (input.linger && input.linger.length > 0) {
     lines.push(
       '',
@@ -566,7 +598,7 @@ export function writeDocsReport(input: BenchReportInput, resultsFile: string, do
   const ratios = path.join(plotDir, 'ratios.svg');
   const doc = path.join(docsDir, 'benchmarks.md');
   const subtitle = `${input.quick ? 'quick' : 'full'} run ${input.date}, median of ${input.runs} run(s)`;
-  writeFileSync(latency, latencyChart(input.curve ?? [], { subtitle }));
+  writeFileSync(latency, latencyChart(input.curve ?? [], { subtitle }, undefined, input.floorCurve ?? []));
   writeFileSync(ratios, ratioChart(input.ratios.map(ratioBar), { subtitle }));
   writeFileSync(doc, replaceSummaryBlock(readFileSync(doc, 'utf8'), renderSummary(input, resultsFile)));
   return [latency, ratios, doc];

@@ -58,6 +58,11 @@ const SERIES = [
   { key: 'p99', label: 'p99', color: '#ef6c00', dash: '' },
   { key: 'p999', label: 'p99.9', color: '#6a1b9a', dash: '6 3' },
 ] as const;
+/** The floor's curve (B-path, the bare parts): its p50 and p99, thin and dotted, no markers but small ones. */
+const FLOOR_SERIES = [
+  { key: 'p50', label: 'floor p50', color: '#1565c0', dash: '1 3' },
+  { key: 'p99', label: 'floor p99', color: '#ef6c00', dash: '1 3' },
+] as const;
 
 export const LATENCY_TARGETS: readonly TargetLine[] = [
   { label: 'p50 target 3 ms', ms: 3, color: '#1565c0' },
@@ -146,12 +151,14 @@ function msLabel(ms: number): string {
 /**
  * Latency percentiles (log y, ms) against the offered rate (linear x, events/s), one line
  * per percentile, the `targets` as dashed horizontal lines. A point where the broker fell
- * behind (achieved < 90% of offered) is drawn hollow.
+ * behind (achieved < 90% of offered) is drawn hollow. With a `floor` curve (the bare parts
+ * under the same load), its p50 and p99 are drawn thin and dotted beside the broker's.
  */
 export function latencyChart(
   curve: readonly CurvePoint[],
   { title = 'Send → WebSocket latency vs offered rate', subtitle }: ChartText = {},
   targets: readonly TargetLine[] = LATENCY_TARGETS,
+  floor: readonly CurvePoint[] = [],
 ): string {
   const width = 760;
   const height = 420;
@@ -163,7 +170,11 @@ export function latencyChart(
   const plotH = height - top - bottom;
 
   const points = [...curve].filter((p) => isNumber(p.offered)).sort((a, b) => a.offered - b.offered);
-  const latencies = points.flatMap((p) => SERIES.map((s) => p[s.key]).filter((v) => isNumber(v) && v > 0));
+  const floorPoints = [...floor].filter((p) => isNumber(p.offered)).sort((a, b) => a.offered - b.offered);
+  const latencies = [
+    ...points.flatMap((p) => SERIES.map((s) => p[s.key])),
+    ...floorPoints.flatMap((p) => FLOOR_SERIES.map((s) => p[s.key])),
+  ].filter((v) => isNumber(v) && v > 0);
   const yValues = [...latencies, ...targets.map((t) => t.ms)];
   const yMin = Math.min(...yValues, 1);
   const yMax = Math.max(...yValues, 10);
@@ -172,7 +183,9 @@ export function latencyChart(
   const logHi = Math.log10(yTicks.at(-1) as number);
   const y = (ms: number) => top + plotH - ((Math.log10(ms) - logLo) / (logHi - logLo)) * plotH;
 
-  const xTicks = linearTicks(Math.max(...points.map((p) => p.offered), 1));
+  const xTicks = linearTicks(
+    Math.max(...points.map((p) => p.offered), ...floorPoints.map((p) => p.offered), 1),
+  );
   const xMax = xTicks.at(-1) as number;
   const x = (rate: number) => left + (rate / xMax) * plotW;
 
@@ -239,15 +252,36 @@ export function latencyChart(
     }
   }
 
+  const floorShown = FLOOR_SERIES.filter((s) => floorPoints.some((p) => isNumber(p[s.key]) && p[s.key] > 0));
+  for (const s of floorShown) {
+    const drawn = floorPoints.filter((p) => isNumber(p[s.key]) && p[s.key] > 0);
+    const stroke = `stroke="${s.color}" stroke-width="1.5" stroke-dasharray="${s.dash}"`;
+    if (drawn.length > 1) {
+      const d = drawn.map((p, i) => `${i === 0 ? 'M' : 'L'}${px(x(p.offered))},${px(y(p[s.key]))}`).join(' ');
+      body.push(`<path d="${d}" fill="none" ${stroke}/>`);
+    }
+    for (const p of drawn) {
+      const tip = `${s.label} ${msLabel(p[s.key])} at ${fmt(p.offered, 0)} events/s offered`;
+      body.push(
+        `<circle cx="${px(x(p.offered))}" cy="${px(y(p[s.key]))}" r="2" fill="${s.color}">` +
+          `<title>${escapeXml(tip)}</title></circle>`,
+      );
+    }
+  }
+
   const legendX = left + plotW + 16;
-  SERIES.forEach((s, i) => {
+  const legend = [
+    ...SERIES.map((s) => ({ ...s, width: 2, marker: 3.5 })),
+    ...floorShown.map((s) => ({ ...s, width: 1.5, marker: 2 })),
+  ];
+  legend.forEach((s, i) => {
     const ly = top + 12 + i * 20;
     const dash = s.dash ? ` stroke-dasharray="${s.dash}"` : '';
-    body.push(line(legendX, ly, legendX + 24, ly, `stroke="${s.color}" stroke-width="2"${dash}`));
-    body.push(`<circle cx="${px(legendX + 12)}" cy="${px(ly)}" r="3.5" fill="${s.color}"/>`);
+    body.push(line(legendX, ly, legendX + 24, ly, `stroke="${s.color}" stroke-width="${s.width}"${dash}`));
+    body.push(`<circle cx="${px(legendX + 12)}" cy="${px(ly)}" r="${s.marker}" fill="${s.color}"/>`);
     body.push(text(legendX + 30, ly + 4, s.label));
   });
-  const noteY = top + 12 + SERIES.length * 20 + 10;
+  const noteY = top + 12 + legend.length * 20 + 10;
   body.push(
     `<circle cx="${px(legendX + 12)}" cy="${px(noteY)}" r="4" fill="#fff" stroke="#555" stroke-width="2"/>`,
   );

@@ -142,7 +142,10 @@ const SATURATED_BELOW = 0.9;
 /** A p50 above this (ms) also ends the curve: the broker is queueing, not keeping up. */
 const SATURATED_P50_MS = 1_000;
 
-export function curvePoint(r: FixedRateResult): CurvePoint {
+/** What the curve needs of a fixed-rate measurement: the broker's (scenario 3) or the floor's (B-path). */
+export type CurveMeasure = Pick<FixedRateResult, 'rate' | 'receivedPerS' | 'e2eLatency'>;
+
+export function curvePoint(r: CurveMeasure): CurvePoint {
   return {
     offered: r.rate,
     achieved: Math.round(r.receivedPerS),
@@ -153,6 +156,6 @@ export function curvePoint(r: FixedRateResult): CurvePoint {
 }
 
 /** True when this rate is at or past saturation: the curve stops here. */
-export function saturated(r: FixedRateResult): boolean {
+export function saturated(r: CurveMeasure): boolean {
   return !(r.receivedPerS >= SATURATED_BELOW * r.rate) || r.e2eLatency.p50 > SATURATED_P50_MS;
 }

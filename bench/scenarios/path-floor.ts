@@ -49,6 +49,8 @@ export interface PathFloorResult {
   readonly received: number;
   /** Send → WebSocket receipt of the events sent after the warm-up, ms. */
   readonly e2eLatency: LatencySummary;
+  /** Their delivery rate: count / (last receipt − first receipt), as scenario 3 counts it (subscribers.ts). */
+  readonly receivedPerS: number;
   /** Send → read by the relay from JetStream, ms: the JetStream hop. */
   readonly readLatency: LatencySummary;
   /** Send → the relay's commit, ms. */
@@ -197,6 +199,16 @@ export async function runPathFloor(servers: Servers, o: PathFloorOptions): Promi
   // The window is the producer's: what it sent after its warm-up (its clock, as every stamp).
   const measured = (sentAt: readonly number[], samples: readonly number[]) =>
     summarize(samples.filter((_, i) => (sentAt[i] as number) >= sent.measuredFromMs));
+  let count = 0;
+  let firstReceipt = Number.POSITIVE_INFINITY;
+  let lastReceipt = Number.NEGATIVE_INFINITY;
+  for (const [i, at] of seen.sentAtMs.entries()) {
+    if (at < sent.measuredFromMs) continue;
+    const receipt = at + (seen.latenciesMs[i] as number);
+    count++;
+    if (receipt < firstReceipt) firstReceipt = receipt;
+    if (receipt > lastReceipt) lastReceipt = receipt;
+  }
   return {
     rate: o.rate,
     receipts: o.receipts,
@@ -204,6 +216,8 @@ export async function runPathFloor(servers: Servers, o: PathFloorOptions): Promi
     sentPerS: sent.sentPerS,
     received: seen.received,
     e2eLatency: measured(seen.sentAtMs, seen.latenciesMs),
+    receivedPerS:
+      lastReceipt > firstReceipt ? ((count - 1) / (lastReceipt - firstReceipt)) * 1000 : Number.NaN,
     readLatency: measured(stored.readSentAtMs, stored.readMs),
     committedLatency: measured(stored.committedSentAtMs, stored.committedMs),
     receiptLatency: measured(sent.receiptSentAtMs, sent.receiptLatenciesMs),
