@@ -598,6 +598,41 @@ test("a delete looks for the log's messages from the thread's lowest row on, and
   assert.deepEqual([twice.events, twice.from], [1, 1], 'the thread was deleted before');
 });
 
+test('a thread with nothing stored is looked for in the log past what the persister stored of its partition, not from the start', async () => {
+  const unknown = randomName('none-');
+  const neighbour = threadInPartitionOf(stack.config, unknown, 'none-n-');
+  // Something stored in the partition, so its position is past its start.
+  await stack.client.publish([ev(neighbour, 'run-1', 1), ev(neighbour, 'run-1', 2)], 'PERSISTED');
+  const partition = { stream: stack.config.streamName, index: partitionOf(unknown, stack.config.partitions) };
+  const position = async () =>
+    Number(
+      (
+        await stack.db.query<{ last_offset: string }>(
+          'SELECT last_offset FROM log_partitions WHERE stream = $1 AND partition = $2',
+          [partition.stream, partition.index],
+        )
+      ).rows[0]?.last_offset ?? 0,
+    );
+  const at = await position();
+  assert.ok(at > 0, 'the partition has a stored position');
+  const none = await deleteRows(stack.db, { threadId: unknown, logHorizon: at, partition });
+  assert.equal(none.events, 0);
+  assert.ok(none.from > at, `looked for from ${none.from}, past the position ${at}`);
+  assert.ok(none.from <= (await position()) + 1);
+  // Without the partition, or once the thread was deleted (just now), from the start.
+  const other = randomName('none-');
+  assert.equal((await deleteRows(stack.db, { threadId: other, logHorizon: at })).from, 1);
+  assert.equal((await deleteRows(stack.db, { threadId: unknown, logHorizon: at, partition })).from, 1);
+  // A thread with rows: its lowest row's offset, lower than the position.
+  const stored = await deleteRows(stack.db, {
+    threadId: neighbour,
+    logHorizon: at,
+    partition: { ...partition, index: partitionOf(neighbour, stack.config.partitions) },
+  });
+  assert.equal(stored.events, 2);
+  assert.ok(stored.from <= at);
+});
+
 test('a PERSISTED publish whose message a delete removes before the persister reads it is answered seq 0, not left to time out', async () => {
   await using own = await startStack({ partitions: 1, persistBatchMax: 1, persistedAckTimeoutMs: 20_000 });
   const prefix = randomName('unread-');

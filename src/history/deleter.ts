@@ -68,11 +68,10 @@ export class Deleter {
     userId: string | undefined,
   ): Promise<DeleteResult> {
     const { pool, nc, jsm, subjects, streamName, log } = this.#o;
+    const partition = partitionOf(threadId, subjects.partitions);
     let logHorizon: number;
     try {
-      logHorizon = (
-        await jsm.streams.info(partitionStream(streamName, partitionOf(threadId, subjects.partitions)))
-      ).state.last_seq;
+      logHorizon = (await jsm.streams.info(partitionStream(streamName, partition))).state.last_seq;
     } catch (err) {
       throw new UnavailableError(
         `the event log is unavailable, nothing was deleted: ${(err as Error).message}`,
@@ -81,7 +80,13 @@ export class Deleter {
         },
       );
     }
-    const rows = await deleteRows(pool, { threadId, runId, userId, logHorizon });
+    const rows = await deleteRows(pool, {
+      threadId,
+      runId,
+      userId,
+      logHorizon,
+      partition: { stream: streamName, index: partition },
+    });
     try {
       nc.publish(
         subjects.deletions(threadId),
@@ -99,9 +104,10 @@ export class Deleter {
     let purged: number;
     try {
       // The thread's partition stream, and the stream from before partitions.
-      const stream = partitionStream(streamName, partitionOf(threadId, subjects.partitions));
+      const stream = partitionStream(streamName, partition);
       const filter = runId === undefined ? subjects.logOfThread(threadId) : subjects.log(threadId, runId);
-      // From the thread's (run's) lowest row on (deletions.ts); nothing when the log was empty.
+      // From the thread's lowest row, or what the persister has still to store of the
+      // partition, on (deletions.ts); nothing when the log was empty.
       purged = await removeMessages(jsm, stream, filter, { from: rows.from, upTo: rows.horizon });
       const legacy =
         runId === undefined ? subjects.legacyLogOfThread(threadId) : subjects.legacyLog(threadId, runId);

@@ -33,6 +33,12 @@ export interface DeleteRowsQuery {
   readonly userId?: string | undefined;
   /** The log's last offset, read before the delete. */
   readonly logHorizon: number;
+  /**
+   * The thread's partition (`log_partitions`' key): what the persister has stored of it bounds
+   * where the thread's messages not stored yet can lie ({@link DeletedRows.from}). Without it,
+   * a thread with nothing stored is looked for from the partition's start.
+   */
+  readonly partition?: { readonly stream: string; readonly index: number } | undefined;
 }
 
 export interface DeletedRows {
@@ -45,10 +51,13 @@ export interface DeletedRows {
   /**
    * The lowest log offset a message of the thread (run) can still have: the thread's lowest
    * row's or refused event's, whichever run they are of (a run's message may have stored
-   * nothing of its own: its events were another run's duplicates). Stored offsets are a prefix
-   * of a thread's log, so its messages not yet stored come later. 1 when the thread had nothing
-   * stored, or when it or any of its runs was deleted before (a message dropped for a delete
-   * stores nothing, and one an earlier delete failed to remove may lie anywhere below).
+   * nothing of its own: its events were another run's duplicates), or the one after the
+   * partition's stored position if lower. Stored offsets are a prefix of a thread's log, and
+   * every message the persister has passed stored a row or a refused event of its thread unless
+   * a delete dropped it, so the thread's messages not yet stored come after both. 1 when the
+   * thread or any of its runs was deleted before (a message dropped for a delete stores
+   * nothing, and one an earlier delete failed to remove may lie anywhere below), or when the
+   * thread has nothing stored and the partition's position is not known.
    */
   readonly from: number;
 }
@@ -79,14 +88,18 @@ export function deleteRows(pool: pg.Pool, q: DeleteRowsQuery): Promise<DeletedRo
       }
       // Where the log's messages of the thread (run) can start (DeletedRows.from), read before
       // anything goes: index probes.
+      // The position is read under the thread's lock: a batch storing the thread's messages
+      // takes it too, so none of them moves the position past unstored messages meanwhile.
       const { rows: start } = await client.query<{ from: string }>(
         `SELECT CASE WHEN EXISTS (SELECT 1 FROM thread_heads WHERE thread_id = $1 AND deleted_upto_offset > 0)
                        OR EXISTS (SELECT 1 FROM run_deletions WHERE thread_id = $1)
                      THEN 1
                      ELSE COALESCE(LEAST((SELECT min(stream_offset) FROM run_events WHERE thread_id = $1),
-                                         (SELECT min(stream_offset) FROM dead_letters WHERE thread_id = $1)), 1)
+                                         (SELECT min(stream_offset) FROM dead_letters WHERE thread_id = $1),
+                                         (SELECT last_offset + 1 FROM log_partitions
+                                           WHERE stream = $2 AND partition = $3)), 1)
                 END::int8 AS from`,
-        [q.threadId],
+        [q.threadId, q.partition?.stream ?? null, q.partition?.index ?? null],
       );
       const from = Number(start[0]?.from ?? 1);
       // Which rows go: a thread's, or a run's (through the (thread_id, run_id, seq) index).
