@@ -70,6 +70,45 @@ test('the same event_id published twice is stored once and the retry is acked as
   );
 });
 
+test('an ACCEPTED retry whose deletion check Postgres does not answer fails UNAVAILABLE within its bound, naming the event; new events go on', async () => {
+  // The bound is the smaller of 5 s and the PERSISTED ack timeout.
+  await using stack = await startStack({ persistedAckTimeoutMs: 1000 });
+  const t = randomName('t-');
+  const [first] = await stack.client.publish([ev(t, 'e1')], 'PERSISTED');
+  assert.equal(first?.seq, 1);
+  // Postgres stalled for the check: a table it reads, locked by a migration, say.
+  const holder = await stack.db.connect();
+  try {
+    await holder.query('BEGIN');
+    await holder.query('LOCK TABLE thread_heads IN ACCESS EXCLUSIVE MODE');
+    await assert.rejects(
+      stack.client.publish([ev(t, 'e1')], 'ACCEPTED', 20_000),
+      (err: Error & { code?: number }) => {
+        assert.equal(err.code, 14, `UNAVAILABLE, not ${err.code}: ${err.message}`);
+        assert.match(err.message, /events\[0\] \(event_id e1\) is a duplicate in the log/);
+        assert.match(err.message, /Postgres did not answer within 1000 ms/);
+        return true;
+      },
+    );
+    // A new event needs no check: it is answered from JetStream alone.
+    const [fresh] = await stack.client.publish([ev(t, 'e2')], 'ACCEPTED', 20_000);
+    assert.equal(fresh?.duplicate, false);
+  } finally {
+    await holder.query('COMMIT');
+    holder.release();
+  }
+  const [retried] = await stack.client.publish([ev(t, 'e1')], 'ACCEPTED');
+  assert.deepEqual([retried?.duplicate, retried?.offset], [true, first?.offset]);
+  await waitFor(async () => (await threadRows(stack.db, t)).length === 2);
+  assert.deepEqual(
+    (await threadRows(stack.db, t)).map((r) => [r.seq, r.event_id]),
+    [
+      [1, 'e1'],
+      [2, 'e2'],
+    ],
+  );
+});
+
 test('a repeated event_id inside one request is one row; both acks carry its seq', async () => {
   await using stack = await startStack();
   const t = randomName('t-');

@@ -13,6 +13,7 @@ import {
   RunstreamError,
   TokenExpiredError,
   toRunstreamError,
+  UnavailableError,
 } from '../errors.js';
 import type { EventAck } from '../gen/runstream/v1/EventAck.js';
 import type { IngestHandlers } from '../gen/runstream/v1/Ingest.js';
@@ -33,6 +34,12 @@ import { decodePublishRequest, encodePublishResponse } from './wire.js';
 
 export const INGEST_SERVICE = 'runstream.v1.Ingest';
 
+/**
+ * The longest an ACCEPTED duplicate waits for Postgres to say whether its original was deleted:
+ * responses on a PublishStream go out in order, so the requests after it wait as long.
+ */
+export const DUPLICATE_CHECK_MAX_MS = 5_000;
+
 /** How much one PublishStream, and the node, hold before they stop taking more. */
 export interface IngestLimits {
   /** Requests of one stream received and not yet answered on the wire, past which it is not read. */
@@ -43,9 +50,14 @@ export interface IngestLimits {
 
 export interface IngestServiceOptions {
   readonly publisher: LogPublisher;
-  /** The log offset up to which a thread's run was deleted (0: never); see {@link IngestService}. */
   /** The deletion horizons of thread runs, in the order asked (persist/deletions.ts). */
   readonly deletionHorizons: (keys: readonly RunKey[]) => Promise<number[]>;
+  /**
+   * How long an ACCEPTED request with a duplicate waits for those horizons, ms, before it fails
+   * UNAVAILABLE (a PERSISTED one waits within its ack timeout); {@link DUPLICATE_CHECK_MAX_MS}
+   * if unset.
+   */
+  readonly duplicateCheckMs?: number | undefined;
   readonly streamLimits: IngestLimits;
   /** The node's budget of in-flight request bytes, shared by every call. */
   readonly budget: InflightBudget;
@@ -230,9 +242,10 @@ export class IngestService {
     // thousands of threads), and their publishes issued together: the publisher writes
     // them in the order issued.
     const messages = [...byMessage.values()];
-    const horizons = await this.#o.deletionHorizons(
+    const lookup = this.#o.deletionHorizons(
       messages.map(({ indexes }) => records[indexes[0] as number] as LogRecord),
     );
+    const horizons = receipts ? await lookup : await this.#checked(lookup, records, acks);
     const again: Promise<void>[] = [];
     const fixed = [...acks];
     messages.forEach(({ offset, indexes }, m) => {
@@ -252,6 +265,46 @@ export class IngestService {
     });
     await Promise.all(again);
     return fixed;
+  }
+
+  /**
+   * An ACCEPTED request's deletion check, bounded: with Postgres away or stalled, its answer
+   * fails UNAVAILABLE (naming the duplicates) within {@link DUPLICATE_CHECK_MAX_MS} instead of
+   * holding the request, and every request after it on its stream, as long as Postgres does.
+   * It is not answered from JetStream's ack alone: an event sent again after its thread was
+   * deleted is a new event, and would be dropped.
+   */
+  #checked(
+    lookup: Promise<number[]>,
+    records: readonly LogRecord[],
+    acks: readonly LogAck[],
+  ): Promise<number[]> {
+    const ms = this.#o.duplicateCheckMs ?? DUPLICATE_CHECK_MAX_MS;
+    const unavailable = (why: string, cause?: unknown) => {
+      const ids: string[] = [];
+      acks.forEach((a, i) => {
+        if (a.duplicate && ids.length < 3)
+          ids.push(`events[${i}] (event_id ${(records[i] as LogRecord).event_id})`);
+      });
+      const count = acks.filter((a) => a.duplicate).length;
+      return new UnavailableError(
+        `${ids.join(', ')}${count > ids.length ? ` and ${count - ids.length} more` : ''} ` +
+          `${count === 1 ? 'is a duplicate' : 'are duplicates'} in the log, and whether ${count === 1 ? 'its' : 'their'} ` +
+          `thread or run was deleted since could not be checked (${why}); publish the request again`,
+        { cause },
+      );
+    };
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(unavailable(`Postgres did not answer within ${ms} ms`)), ms);
+    });
+    lookup.catch(() => undefined); // lost the race: settled here or not at all
+    return Promise.race([
+      lookup.catch((err: unknown) => {
+        throw unavailable(`Postgres: ${(err as Error).message}`, err);
+      }),
+      late,
+    ]).finally(() => clearTimeout(timer));
   }
 
   /**

@@ -7,7 +7,7 @@ import type { Receipt } from '../domain/receipt.js';
 import { ControlFeeds } from '../ingest/control.js';
 import { InflightBudget } from '../ingest/inflight.js';
 import { PersistWaiter } from '../ingest/persist-waiter.js';
-import { IngestService } from '../ingest/server.js';
+import { DUPLICATE_CHECK_MAX_MS, IngestService } from '../ingest/server.js';
 import { decodeReceipts } from '../log/announcements.js';
 import { LogPublisher } from '../log/publisher.js';
 import { ThreadFeeds } from '../log/thread-feed.js';
@@ -46,6 +46,7 @@ export function startIngestRole(b: Base): void {
   new IngestService({
     publisher: new LogPublisher(nc, subjects, undefined, { streamName: config.streamName }),
     deletionHorizons: (keys) => deletionHorizons(pool, keys),
+    duplicateCheckMs: Math.min(DUPLICATE_CHECK_MAX_MS, config.persistedAckTimeoutMs),
     budget: new InflightBudget(config.ingestMaxInflightBytes),
     streamLimits: {
       streamMaxInflight: config.publishStreamMaxInflight,
