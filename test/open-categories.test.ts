@@ -4,6 +4,7 @@
 // their meaning (run counts, a run's end, the message count).
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import * as grpc from '@grpc/grpc-js';
 import { Publisher } from '@runstream/client/node';
 import type { Event } from '../src/client/ingest-client.js';
 import { SubscriberClient } from '../src/client/subscriber-client.js';
@@ -263,7 +264,12 @@ test('a bad category name is refused naming the field, and nothing of the reques
     assert.equal(res.status, 400);
     assert.match(res.body.error.message, new RegExp(`^${field}: `));
   }
-  await assert.rejects(history.listEvents({ thread_id: t, category_names: ['No'] }), /categories: "No"/);
+  // Each list is refused under its own name.
+  await assert.rejects(history.listEvents({ thread_id: t, category_names: ['No'] }), /category_names: "No"/);
+  const badNames = subscriber.subscribe({ thread_id: t, category_names: ['middleware', 'Not_A_Name'] });
+  const ended = await badNames.ended;
+  assert.equal(ended.code, grpc.status.INVALID_ARGUMENT);
+  assert.match(ended.details, /^category_names: "Not_A_Name" is not a category name/);
   await assert.rejects(
     history.listEvents({ thread_id: t, categories: ['CATEGORY_UNSPECIFIED'] }),
     /categories/,

@@ -7,6 +7,7 @@
  * byte-identical events whichever path delivered them.
  */
 
+import { InvalidArgumentError, quote } from '../errors.js';
 import { EVENT_TYPE_PATTERN, ID_PATTERN as LOG_ID } from './ids.js';
 import { timeTextMs } from './time-text.js';
 
@@ -66,6 +67,33 @@ export function categoryOfEnum(v: unknown): CategoryName | undefined {
  */
 export function requestCategories(enums: readonly unknown[], names: readonly string[]): string[] {
   return [...enums.map((c) => categoryOfEnum(c) ?? String(c)), ...names];
+}
+
+/**
+ * Runs `check` (a validation that takes {@link requestCategories}' merged list, with the
+ * request's other fields in their order) and names a refused category by the list it came
+ * from: a value no category name matches, with every enum value a category, was in
+ * `category_names`. Other errors, the combined list's count included, pass as they are.
+ */
+export function checkedCategories<T>(enums: readonly unknown[], names: readonly string[], check: () => T): T {
+  try {
+    return check();
+  } catch (err) {
+    const bad = names.find((n) => !CATEGORY_PATTERN.test(n));
+    if (
+      bad !== undefined &&
+      err instanceof InvalidArgumentError &&
+      err.field === 'categories' &&
+      err.message.includes('is not a category name') &&
+      enums.every((c) => categoryOfEnum(c) !== undefined)
+    ) {
+      throw new InvalidArgumentError(
+        'category_names',
+        `${quote(bad)} is not a category name (a lower-case identifier matching [a-z][a-z0-9_]{0,63})`,
+      );
+    }
+    throw err;
+  }
 }
 
 /** The `runstream.v1.Category` enum value of a category name (CATEGORY_UNSPECIFIED for any other). */

@@ -5,7 +5,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { type Authenticator, bearerFromGrpc, type Principal } from '../auth/principal.js';
-import { requestCategories } from '../domain/event.js';
+import { checkedCategories, requestCategories } from '../domain/event.js';
 import { toRunstreamError } from '../errors.js';
 import type { ProtoGrpcType as HistoryProto } from '../gen/history.js';
 import type { DeleteResponse } from '../gen/runstream/v1/DeleteResponse.js';
@@ -80,7 +80,9 @@ export class HistoryGrpcService {
           await h.listEvents(p, {
             threadId: requiredId(r.thread_id, 'thread_id'),
             runId: optionalId(r.run_id, 'run_id'),
-            categories: categoriesOf(requestCategories(r.categories, r.category_names)),
+            categories: checkedCategories(r.categories, r.category_names, () =>
+              categoriesOf(requestCategories(r.categories, r.category_names)),
+            ),
             eventTypes: eventTypesOf(r.event_types),
             taskId: taskIdOf(r.metadata_task_id, 'metadata_task_id', true),
             ...pagingOf(r),

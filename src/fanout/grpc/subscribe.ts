@@ -12,7 +12,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { watchExpiry } from '../../auth/expiry.js';
 import { type Authenticator, bearerFromGrpc } from '../../auth/principal.js';
-import { requestCategories } from '../../domain/event.js';
+import { checkedCategories, requestCategories } from '../../domain/event.js';
 import { ErrorCode, RunstreamError, TokenExpiredError, toRunstreamError } from '../../errors.js';
 import type { SubscribeRequest__Output } from '../../gen/runstream/v1/SubscribeRequest.js';
 import type { SubscribeResponse } from '../../gen/runstream/v1/SubscribeResponse.js';
@@ -229,16 +229,18 @@ const RENDERER: Renderer<Message> = {
 /** Validates a request by the core's rules; field names in errors are the proto's. */
 export function parseSubscribeRequest(req: SubscribeRequest__Output): SubscribeRequest {
   // Proto cannot tell an empty list from an absent one: empty means "no filter".
-  return subscribeRequest({
-    thread_id: req.thread_id,
-    after_seq: req.start === 'after_seq' ? req.after_seq : undefined,
-    from_offset: req.start === 'from_offset' ? req.from_offset : undefined,
-    live_only: req.start === 'live_only' ? req.live_only : undefined,
-    run_id: req.run_id === '' ? undefined : req.run_id,
-    categories:
-      req.categories.length + req.category_names.length === 0
-        ? undefined
-        : requestCategories(req.categories, req.category_names),
-    event_types: req.event_types.length === 0 ? undefined : req.event_types,
-  });
+  return checkedCategories(req.categories, req.category_names, () =>
+    subscribeRequest({
+      thread_id: req.thread_id,
+      after_seq: req.start === 'after_seq' ? req.after_seq : undefined,
+      from_offset: req.start === 'from_offset' ? req.from_offset : undefined,
+      live_only: req.start === 'live_only' ? req.live_only : undefined,
+      run_id: req.run_id === '' ? undefined : req.run_id,
+      categories:
+        req.categories.length + req.category_names.length === 0
+          ? undefined
+          : requestCategories(req.categories, req.category_names),
+      event_types: req.event_types.length === 0 ? undefined : req.event_types,
+    }),
+  );
 }
