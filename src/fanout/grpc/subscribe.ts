@@ -9,6 +9,7 @@
  * live messages queue; past `maxBufferedBytes` queued the call ends with
  * RESOURCE_EXHAUSTED and the cursor to resume from, exactly like a slow WebSocket client.
  */
+import { type Http2Stream, constants as http2Constants } from 'node:http2';
 import * as grpc from '@grpc/grpc-js';
 import { watchExpiry } from '../../auth/expiry.js';
 import { type Authenticator, bearerFromGrpc } from '../../auth/principal.js';
@@ -36,6 +37,13 @@ export const ERROR_CODE_TRAILER = 'rs-error-code';
  * (delivered or skipped by a filter). Resubscribing with `after_seq` = this loses nothing.
  */
 export const CURSOR_TRAILER = 'rs-cursor';
+/**
+ * How long an ended call may take to close, ms, before its HTTP/2 stream is reset. Its status
+ * goes out after the messages it was sent, so a peer that never reads (its stream's window
+ * shut) would hold the call, its buffers and its place under the node's call cap for good;
+ * HTTP/2 keepalive pings, answered by the connection, do not notice.
+ */
+export const GRPC_END_GRACE_MS = 10_000;
 
 export interface GrpcSubscribeOptions {
   readonly service: SubscriptionService;
@@ -199,15 +207,53 @@ class SubscribeCall {
     this.#call.emit('error', { code: err.grpcStatus, details: err.message, metadata });
   }
 
+  /**
+   * The subscription is over. The call counts as open (its queue's bytes in the node's budget,
+   * its place under the cap) until its HTTP/2 stream has closed, which one whose peer never
+   * reads does only when reset, {@link GRPC_END_GRACE_MS} after.
+   */
   #finish(): void {
     if (this.#closed) return;
     this.#closed = true;
     this.#stopExpiry();
     this.#sub?.close();
-    this.queue.dispose();
-    this.#release();
-    this.onDone();
+    const done = (): void => {
+      this.queue.dispose();
+      this.#release();
+      this.onDone();
+    };
+    const stream = http2StreamOf(this.#call);
+    if (stream === undefined || stream.closed || stream.destroyed) {
+      done();
+      return;
+    }
+    const reset = setTimeout(() => {
+      this.#log.info('reset a grpc call whose peer did not read its end');
+      stream.close(http2Constants.NGHTTP2_CANCEL);
+    }, GRPC_END_GRACE_MS);
+    reset.unref();
+    stream.once('close', () => {
+      clearTimeout(reset);
+      done();
+    });
   }
+}
+
+/**
+ * The HTTP/2 stream under a grpc-js server call: grpc-js keeps it on the innermost of the
+ * call's interceptor chain (`call.call`, then each `nextCall`) and offers no public way to
+ * reset it. Undefined if this grpc-js keeps it elsewhere (the call then ends as it always did).
+ */
+function http2StreamOf(call: Call): Http2Stream | undefined {
+  let c: unknown = (call as unknown as { call?: unknown }).call;
+  for (let depth = 0; depth < 8 && typeof c === 'object' && c !== null; depth++) {
+    const stream = (c as { stream?: unknown }).stream;
+    if (stream && typeof (stream as Http2Stream).close === 'function' && 'closed' in (stream as object)) {
+      return stream as Http2Stream;
+    }
+    c = (c as { nextCall?: unknown }).nextCall;
+  }
+  return undefined;
 }
 
 /** `SubscribeResponse`s, and what each counts as in the queue. */
