@@ -159,6 +159,12 @@ export class Subscription {
   /** Live announcements waiting for this subscription's turn in {@link liveDelivery}. */
   #pending: CommittedEvent[][] = [];
   readonly #filtered: boolean;
+  /**
+   * `from_offset` K with no stored event at or after K yet: the subscription starts at the
+   * head, and events stored later below K (the persister was behind) are passed, not
+   * delivered, until the first at or after it (a thread's offsets grow with its seqs).
+   */
+  #minOffset: number | undefined;
   #unlisten: (() => void) | undefined;
   #unlistenDeletions: (() => void) | undefined;
 
@@ -206,7 +212,10 @@ export class Subscription {
         );
       }
       const seq = await seqAtOffset(pool, this.threadId, start.offset);
-      this.cursor = seq === undefined ? await headSeq(pool, this.threadId) : seq - 1;
+      if (seq === undefined) {
+        this.cursor = await headSeq(pool, this.threadId);
+        this.#minOffset = start.offset;
+      } else this.cursor = seq - 1;
       return;
     }
     if (this.cursor > 0) {
@@ -393,7 +402,8 @@ export class Subscription {
   /** Moves the cursor over one event: delivers it if it matches; at its run's terminal event, checks for the end. */
   #pass(e: DeliveredEvent): void {
     const { filter, sink } = this.#o;
-    if (matches(filter, e)) sink.event(this, e);
+    if (this.#minOffset !== undefined && offsetOf(e) >= this.#minOffset) this.#minOffset = undefined;
+    if (this.#minOffset === undefined && matches(filter, e)) sink.event(this, e);
     this.cursor = e.seq;
     if (filter.runId !== undefined && e.run_id === filter.runId && isTerminal(e.category, e.event_type)) {
       this.#checkEnd(filter.runId, e.seq);
@@ -601,4 +611,21 @@ export class Subscription {
     this.#unlistenDeletions = undefined;
     this.#o.sink.detached?.(this);
   }
+}
+
+/** Long enough for `{"seq":N,"offset":M,` with both numbers at their largest. */
+const OFFSET_PREFIX_CHARS = 64;
+const OFFSET_PREFIX = /^\{"seq":\d+,"offset":(\d+),/;
+
+/**
+ * An event's log offset, from the start of its JSON text: live (domain/event.ts eventJson) and
+ * read from Postgres (persist/queries.ts) alike begin `{"seq":N,"offset":M,`. Read only while a
+ * `from_offset` start waits for its first event; an event it cannot read is delivered.
+ */
+function offsetOf(e: DeliveredEvent): number {
+  const head = e.bytes
+    ? e.bytes.toString('latin1', 0, OFFSET_PREFIX_CHARS)
+    : e.json().slice(0, OFFSET_PREFIX_CHARS);
+  const m = OFFSET_PREFIX.exec(head);
+  return m ? Number(m[1]) : Number.POSITIVE_INFINITY;
 }

@@ -1,0 +1,57 @@
+// `from_offset: K` while the persister is behind: no event at or after K is stored yet, so the
+// subscription starts at the thread's head; the events stored after that from messages below K
+// are passed over, not delivered, and it delivers from the first at or after K on.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { startBroker } from '../src/broker.js';
+import type { Event } from '../src/client/ingest-client.js';
+import { SubscriberClient } from '../src/client/subscriber-client.js';
+import { createLogger } from '../src/logger.js';
+import { brokerConfig, randomName, startStack, threadRows } from './helpers/stack.js';
+import { waitFor } from './helpers/wait.js';
+
+test('from_offset K, with nothing at or after K stored yet, delivers no event from below K once the persister stores them', async () => {
+  // Ingest and fan-out only: nothing is stored until a persister starts below.
+  await using stack = await startStack({ roles: new Set(['ingest', 'fanout']) });
+  const t = randomName('t-');
+  const ev = (i: number): Event => ({
+    thread_id: t,
+    run_id: 'r1',
+    event_id: `e${i}`,
+    event_type: 'ai_chunk',
+    category: 'MESSAGE',
+    content_json: JSON.stringify({ i }),
+  });
+  const offsets: number[] = [];
+  for (let i = 1; i <= 4; i++) {
+    const [ack] = await stack.client.publish([ev(i)], 'ACCEPTED');
+    offsets.push(Number(ack?.offset));
+  }
+  const k = offsets[2] as number; // e3's
+  const subscriber = new SubscriberClient(stack.grpcTarget);
+  const s = subscriber.subscribe({ thread_id: t, from_offset: k });
+  try {
+    await s.waitFor((r) => r.live != null);
+    const config = brokerConfig(stack.servers, {
+      roles: new Set(['persister']),
+      streamName: stack.config.streamName,
+      subjectPrefix: stack.config.subjectPrefix,
+    });
+    await using persister = await startBroker(config, createLogger(config.logLevel));
+    assert.ok(persister);
+    await waitFor(async () => (await threadRows(stack.db, t)).length === 4, { what: 'e1-e4 stored' });
+    await stack.client.publish([ev(5)], 'PERSISTED');
+    await waitFor(() => s.events.some((e) => e.event_id === 'e5'), { what: 'e5 delivered' });
+    assert.deepEqual(
+      s.events.map((e) => [e.event_id, Number(e.offset) >= k]),
+      [
+        ['e3', true],
+        ['e4', true],
+        ['e5', true],
+      ],
+    );
+  } finally {
+    s.cancel();
+    subscriber.close();
+  }
+});
