@@ -5,8 +5,10 @@
 import assert from 'node:assert/strict';
 import http2 from 'node:http2';
 import { test } from 'node:test';
+import * as grpc from '@grpc/grpc-js';
 import type { Event } from '../src/client/ingest-client.js';
 import { GRPC_END_GRACE_MS } from '../src/fanout/grpc/subscribe.js';
+import type { ProtoGrpcType as SubscriberProto } from '../src/gen/subscriber.js';
 import { loadProto } from '../src/proto.js';
 import { randomName, startStack } from './helpers/stack.js';
 import { waitFor } from './helpers/wait.js';
@@ -102,4 +104,55 @@ test('Subscribe calls that never read hold their place under the cap until reset
     session.destroy();
   }
   await waitFor(() => svc.size === 0, { what: 'the last call gone with its session', timeoutMs: 10_000 });
+});
+
+test('a reader that reads its ended call slowly, but keeps reading, gets all of it and its status: it is never reset', async () => {
+  await using stack = await startStack();
+  const t = randomName('t-');
+  const big = 'x'.repeat(4000);
+  // More than fit the call's stream buffer (16 messages) and its HTTP/2 window together, so the
+  // end comes while most of them wait to be read.
+  const events: Event[] = Array.from({ length: 60 }, (_, i) => ({
+    thread_id: t,
+    run_id: 'r1',
+    event_id: `e${i + 1}`,
+    event_type: 'ai_chunk',
+    category: 'MESSAGE',
+    content_json: JSON.stringify({ big }),
+  }));
+  events.push({
+    thread_id: t,
+    run_id: 'r1',
+    event_id: 'end',
+    event_type: 'end',
+    category: 'LIFECYCLE',
+    content_json: '{}',
+  });
+  await stack.client.publish(events, 'PERSISTED');
+  const proto = loadProto().proto as unknown as SubscriberProto;
+  const client = new proto.runstream.v1.Subscriber(stack.grpcTarget, grpc.credentials.createInsecure());
+  try {
+    // The run has ended: the call ends as soon as it is queued, and the reader takes longer than
+    // the grace to read it (HTTP/2's windows hold back the rest meanwhile).
+    const call = client.Subscribe({ thread_id: t, run_id: 'r1' });
+    const status = new Promise<grpc.StatusObject>((resolve) => call.on('status', resolve));
+    call.on('error', () => undefined);
+    let got = 0;
+    const started = performance.now();
+    try {
+      for await (const m of call) {
+        if ((m as { event?: unknown }).event) got++;
+        await new Promise((r) => setTimeout(r, (GRPC_END_GRACE_MS * 2.4) / events.length));
+      }
+    } catch {
+      // the status says
+    }
+    const s = await status;
+    assert.equal(s.code, grpc.status.OK, `ended ${grpc.status[s.code]}: ${s.details}`);
+    assert.equal(got, events.length);
+    assert.equal(s.metadata.get('rs-cursor')[0], String(events.length));
+    assert.ok(performance.now() - started > GRPC_END_GRACE_MS, 'read for longer than the grace');
+  } finally {
+    client.close();
+  }
 });

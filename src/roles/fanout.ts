@@ -158,6 +158,7 @@ export function startFanoutRole(b: Base, control: RunControl): Fanout {
   const grpcSubscriber = new GrpcSubscribeService({
     service,
     maxBufferedBytes: config.grpcSubscribeMaxBufferedBytes,
+    stallMs: config.slowConsumerStallMs,
     auth: b.auth,
     log: log.child({ stage: 'grpc-subscribe' }),
   });

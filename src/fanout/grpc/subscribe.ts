@@ -38,10 +38,12 @@ export const ERROR_CODE_TRAILER = 'rs-error-code';
  */
 export const CURSOR_TRAILER = 'rs-cursor';
 /**
- * How long an ended call may take to close, ms, before its HTTP/2 stream is reset. Its status
- * goes out after the messages it was sent, so a peer that never reads (its stream's window
- * shut) would hold the call, its buffers and its place under the node's call cap for good;
- * HTTP/2 keepalive pings, answered by the connection, do not notice.
+ * How long an ended call may go without a message written out before its HTTP/2 stream is
+ * reset, ms, at least (the slow-consumer stall, if longer, counts instead: one rule for a call
+ * that has ended and one that has not). Its status goes out after the messages it was sent, so a
+ * peer that never reads (its stream's window shut) would hold the call, its buffers and its
+ * place under the node's call cap for good; HTTP/2 keepalive pings, answered by the connection,
+ * do not notice. A peer that reads, however slowly, is never reset.
  */
 export const GRPC_END_GRACE_MS = 10_000;
 
@@ -49,6 +51,8 @@ export interface GrpcSubscribeOptions {
   readonly service: SubscriptionService;
   /** Bytes queued on one call past which the subscriber is cut off as too slow. */
   readonly maxBufferedBytes: number;
+  /** The slow-consumer stall (RS_SLOW_CONSUMER_STALL_MS): an ended call's grace is at least this. */
+  readonly stallMs?: number | undefined;
   readonly auth: Authenticator;
   readonly log: Logger;
 }
@@ -130,14 +134,25 @@ class SubscribeCall {
   #stopExpiry: () => void = () => undefined;
   #release: () => void = () => undefined;
   #closed = false;
+  readonly #graceMs: number;
+  /** Once ended, while its stream is open: resets the stream when nothing was written out for the grace. */
+  #reset: NodeJS.Timeout | undefined;
   onDone: () => void = () => undefined;
 
   constructor(call: Call, o: GrpcSubscribeOptions) {
     this.#call = call;
     this.#log = o.log;
+    this.#graceMs = Math.max(GRPC_END_GRACE_MS, o.stallMs ?? 0);
     this.queue = o.service.queue<Message>(
       'grpc',
-      { write: (m, done) => call.write(m.msg, () => done()), size: (m) => m.bytes },
+      {
+        write: (m, done) =>
+          call.write(m.msg, () => {
+            done();
+            this.#reset?.refresh();
+          }),
+        size: (m) => m.bytes,
+      },
       o.maxBufferedBytes,
       () => this.#cutOff(),
     );
@@ -209,8 +224,9 @@ class SubscribeCall {
 
   /**
    * The subscription is over. The call counts as open (its queue's bytes in the node's budget,
-   * its place under the cap) until its HTTP/2 stream has closed, which one whose peer never
-   * reads does only when reset, {@link GRPC_END_GRACE_MS} after.
+   * its place under the cap) until its HTTP/2 stream has closed, which one whose peer stopped
+   * reading does only when reset: after the grace ({@link GRPC_END_GRACE_MS}) with nothing
+   * written out.
    */
   #finish(): void {
     if (this.#closed) return;
@@ -227,13 +243,17 @@ class SubscribeCall {
       done();
       return;
     }
-    const reset = setTimeout(() => {
-      this.#log.info('reset a grpc call whose peer did not read its end');
+    this.#reset = setTimeout(() => {
+      this.#log.info(
+        { queuedBytes: this.queue.queuedBytes },
+        'reset a grpc call whose peer stopped reading after its end',
+      );
       stream.close(http2Constants.NGHTTP2_CANCEL);
-    }, GRPC_END_GRACE_MS);
-    reset.unref();
+    }, this.#graceMs);
+    this.#reset.unref();
     stream.once('close', () => {
-      clearTimeout(reset);
+      clearTimeout(this.#reset);
+      this.#reset = undefined;
       done();
     });
   }
