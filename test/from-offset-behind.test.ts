@@ -4,9 +4,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { startBroker } from '../src/broker.js';
-import type { Event } from '../src/client/ingest-client.js';
 import { SubscriberClient } from '../src/client/subscriber-client.js';
 import { createLogger } from '../src/logger.js';
+import { tokenEvent } from './helpers/events.js';
 import { brokerConfig, randomName, startStack, threadRows } from './helpers/stack.js';
 import { waitFor } from './helpers/wait.js';
 
@@ -14,14 +14,7 @@ test('from_offset K, with nothing at or after K stored yet, delivers no event fr
   // Ingest and fan-out only: nothing is stored until a persister starts below.
   await using stack = await startStack({ roles: new Set(['ingest', 'fanout']) });
   const t = randomName('t-');
-  const ev = (i: number): Event => ({
-    thread_id: t,
-    run_id: 'r1',
-    event_id: `e${i}`,
-    event_type: 'ai_chunk',
-    category: 'MESSAGE',
-    content_json: JSON.stringify({ i }),
-  });
+  const ev = (i: number) => tokenEvent(t, i);
   const offsets: number[] = [];
   for (let i = 1; i <= 4; i++) {
     const [ack] = await stack.client.publish([ev(i)], 'ACCEPTED');

@@ -10,8 +10,15 @@ import type { Event } from '../src/client/ingest-client.js';
 import { GRPC_END_GRACE_MS } from '../src/fanout/grpc/subscribe.js';
 import type { ProtoGrpcType as SubscriberProto } from '../src/gen/subscriber.js';
 import { loadProto } from '../src/proto.js';
+import { tokenEvent } from './helpers/events.js';
 import { randomName, startStack } from './helpers/stack.js';
 import { waitFor } from './helpers/wait.js';
+
+/** `n` token events of run r1, e1 … en, of about 4 KB each. */
+function bigEvents(threadId: string, n: number): Event[] {
+  const content_json = JSON.stringify({ big: 'x'.repeat(4000) });
+  return Array.from({ length: n }, (_, i) => tokenEvent(threadId, i + 1, { run_id: 'r1', content_json }));
+}
 
 interface RawCall {
   closed: boolean;
@@ -55,15 +62,7 @@ function rawSubscribe(session: http2.ClientHttp2Session, threadId: string): RawC
 test('Subscribe calls that never read hold their place under the cap until reset, and are reset after the grace period', async () => {
   await using stack = await startStack({ slowConsumerStallMs: 300, grpcSubscribeMaxCalls: 2 });
   const t = randomName('t-');
-  const big = 'x'.repeat(4000);
-  const events: Event[] = Array.from({ length: 400 }, (_, i) => ({
-    thread_id: t,
-    run_id: 'r1',
-    event_id: `e${i + 1}`,
-    event_type: 'ai_chunk',
-    category: 'MESSAGE',
-    content_json: JSON.stringify({ big }),
-  }));
+  const events = bigEvents(t, 400);
   for (let i = 0; i < events.length; i += 100)
     await stack.client.publish(events.slice(i, i + 100), 'PERSISTED');
   const svc = stack.broker.grpcSubscriber;
@@ -109,17 +108,9 @@ test('Subscribe calls that never read hold their place under the cap until reset
 test('a reader that reads its ended call slowly, but keeps reading, gets all of it and its status: it is never reset', async () => {
   await using stack = await startStack();
   const t = randomName('t-');
-  const big = 'x'.repeat(4000);
   // More than fit the call's stream buffer (16 messages) and its HTTP/2 window together, so the
   // end comes while most of them wait to be read.
-  const events: Event[] = Array.from({ length: 60 }, (_, i) => ({
-    thread_id: t,
-    run_id: 'r1',
-    event_id: `e${i + 1}`,
-    event_type: 'ai_chunk',
-    category: 'MESSAGE',
-    content_json: JSON.stringify({ big }),
-  }));
+  const events = bigEvents(t, 60);
   events.push({
     thread_id: t,
     run_id: 'r1',

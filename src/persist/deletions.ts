@@ -87,9 +87,8 @@ export function deleteRows(pool: pg.Pool, q: DeleteRowsQuery): Promise<DeletedRo
         }
       }
       // Where the log's messages of the thread (run) can start (DeletedRows.from), read before
-      // anything goes: index probes.
-      // The position is read under the thread's lock: a batch storing the thread's messages
-      // takes it too, so none of them moves the position past unstored messages meanwhile.
+      // anything goes, by index probes, and under the thread's lock: a batch storing the
+      // thread's messages takes it too, so none moves the position past them meanwhile.
       const { rows: start } = await client.query<{ from: string }>(
         `SELECT CASE WHEN EXISTS (SELECT 1 FROM thread_heads WHERE thread_id = $1 AND deleted_upto_offset > 0)
                        OR EXISTS (SELECT 1 FROM run_deletions WHERE thread_id = $1)
