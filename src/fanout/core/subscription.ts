@@ -211,9 +211,13 @@ export class Subscription {
           `offset ${start.offset} is past the end of the log (${bounds.last})`,
         );
       }
+      // The head first: an event at or after K stored after it has a seq above it, so it is
+      // either found below or read by catch-up. Read after, the head could include such an
+      // event that the look for K did not see, and skip it.
+      const head = await headSeq(pool, this.threadId);
       const seq = await seqAtOffset(pool, this.threadId, start.offset);
       if (seq === undefined) {
-        this.cursor = await headSeq(pool, this.threadId);
+        this.cursor = head;
         this.#minOffset = start.offset;
       } else this.cursor = seq - 1;
       return;
