@@ -493,7 +493,7 @@ test("a delete while the persister is behind takes only the deleted thread's mes
   const holder = await own.db.connect();
   try {
     await holder.query('BEGIN');
-    await holder.query('SELECT * FROM log_partitions FOR UPDATE');
+    await holder.query('SELECT * FROM log_partitions FOR NO KEY UPDATE');
     const fillers = Array.from({ length: 300 }, (_, i) =>
       ev(`${prefix}-f${i % 3}`, 'run-1', 1 + Math.floor(i / 3)),
     );
@@ -541,7 +541,7 @@ test("a PERSISTED publish again of a deleted event, while the persister has stil
   try {
     // The persister waits at a commit of another thread, with the original in hand.
     await holder.query('BEGIN');
-    await holder.query('SELECT * FROM log_partitions FOR UPDATE');
+    await holder.query('SELECT * FROM log_partitions FOR NO KEY UPDATE');
     await own.client.publish([ev(`${t}-other`, 'run-1', 1)], 'ACCEPTED');
     first = own.client.publish([e], 'PERSISTED', 30_000);
     first.catch(() => undefined); // awaited below
@@ -641,7 +641,7 @@ test('a PERSISTED publish whose message a delete removes before the persister re
   let pending: ReturnType<typeof own.client.publish> | undefined;
   try {
     await holder.query('BEGIN');
-    await holder.query('SELECT * FROM log_partitions FOR UPDATE');
+    await holder.query('SELECT * FROM log_partitions FOR NO KEY UPDATE');
     // A message each (threads of their own), more than the persister pulls ahead.
     for (let i = 0; i < 300; i += 50) {
       await Promise.all(

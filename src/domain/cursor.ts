@@ -10,4 +10,6 @@ export type StartCursor =
 export interface LogBounds {
   readonly first: number;
   readonly last: number;
+  /** When the stream was created (JetStream's text): another time is another stream, numbered from 1. */
+  readonly created?: string | undefined;
 }

@@ -70,8 +70,11 @@ export class Deleter {
     const { pool, nc, jsm, subjects, streamName, log } = this.#o;
     const partition = partitionOf(threadId, subjects.partitions);
     let logHorizon: number;
+    let logCreated: string;
     try {
-      logHorizon = (await jsm.streams.info(partitionStream(streamName, partition))).state.last_seq;
+      const info = await jsm.streams.info(partitionStream(streamName, partition));
+      logHorizon = info.state.last_seq;
+      logCreated = info.created;
     } catch (err) {
       throw new UnavailableError(
         `the event log is unavailable, nothing was deleted: ${(err as Error).message}`,
@@ -85,7 +88,7 @@ export class Deleter {
       runId,
       userId,
       logHorizon,
-      partition: { stream: streamName, index: partition },
+      partition: { stream: streamName, index: partition, logCreated },
     });
     try {
       nc.publish(

@@ -76,6 +76,13 @@ export interface PersistWaiterOptions {
    */
   readonly lingerMs?: number;
   readonly log?: Logger;
+  /**
+   * Of `threadIds`, those whose deletion horizons count in the log as it is now (leases.ts:
+   * logsTakenUp). A stream made again numbers from 1 and its persister clears the old horizons
+   * when it takes the partition; until then an event's new offset says nothing against them.
+   * Without it, every horizon is taken as current.
+   */
+  readonly horizonsCurrent?: (threadIds: readonly string[]) => Promise<ReadonlySet<string>>;
 }
 
 /** A request's time limit in a {@link Deadlines} queue; `fire` is cleared once it is settled. */
@@ -335,8 +342,12 @@ export class PersistWaiter {
       });
     }
     if (runs.length === 0) return;
-    const horizons = await deletionHorizons(this.pool, runs);
+    const [horizons, current] = await Promise.all([
+      deletionHorizons(this.pool, runs),
+      this.options.horizonsCurrent?.([...new Set(runs.map((r) => r.thread_id))]),
+    ]);
     places.forEach(({ thread_id, event_id, p, offset }, i) => {
+      if (current && !current.has(thread_id)) return;
       if (offset <= (horizons[i] as number)) p.onReceipt(thread_id, { event_id, seq: 0, offset });
     });
   }

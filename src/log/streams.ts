@@ -47,8 +47,8 @@ export function partitionsOfLog(description: string | undefined): number | undef
 /** A stream's extent, or undefined when there is no such stream. */
 export async function streamBounds(jsm: JetStreamManager, name: string): Promise<LogBounds | undefined> {
   try {
-    const { state } = await jsm.streams.info(name);
-    return { first: state.first_seq, last: state.last_seq };
+    const { state, created } = await jsm.streams.info(name);
+    return { first: state.first_seq, last: state.last_seq, created };
   } catch (err) {
     if (isNotFound(err)) return undefined;
     throw err;

@@ -11,7 +11,7 @@
  * new events and are stored, with seqs above the thread's head: seqs are never reused.
  */
 import type pg from 'pg';
-import { PermissionDeniedError } from '../errors.js';
+import { PermissionDeniedError, UnavailableError } from '../errors.js';
 import { byKeys } from './by-keys.js';
 import { withClient } from './pool-client.js';
 
@@ -38,7 +38,18 @@ export interface DeleteRowsQuery {
    * where the thread's messages not stored yet can lie ({@link DeletedRows.from}). Without it,
    * a thread with nothing stored is looked for from the partition's start.
    */
-  readonly partition?: { readonly stream: string; readonly index: number } | undefined;
+  readonly partition?:
+    | {
+        readonly stream: string;
+        readonly index: number;
+        /**
+         * The creation time of the partition stream `logHorizon` was read from. A persister that
+         * finds its partition's stream made again clears the horizons of its threads
+         * (leases.ts: adoptLogs); until it has, a horizon read from the new stream is refused.
+         */
+        readonly logCreated?: string | undefined;
+      }
+    | undefined;
 }
 
 export interface DeletedRows {
@@ -73,6 +84,23 @@ export function deleteRows(pool: pg.Pool, q: DeleteRowsQuery): Promise<DeletedRo
     try {
       await client.query({ name: 'rs_lock', text: LOCK_SQL, values: [q.threadId] });
       const run = q.runId ?? null;
+      if (q.partition?.logCreated !== undefined) {
+        // FOR KEY SHARE: the persister's fence and renewals do not wait on it; adoptLogs (FOR
+        // UPDATE) does, so it clears a horizon of the old stream recorded here, and one of the
+        // new stream is recorded only once it has run.
+        const { rows } = await client.query<{ log_created: string | null }>({
+          name: 'rs_delete_log_created',
+          text: 'SELECT log_created FROM log_partitions WHERE stream = $1 AND partition = $2 FOR KEY SHARE',
+          values: [q.partition.stream, q.partition.index],
+        });
+        const known = rows[0]?.log_created ?? null;
+        if (known !== null && known !== q.partition.logCreated) {
+          throw new UnavailableError(
+            `the event log of partition ${q.partition.index} was made again and no persister has taken it up yet; ` +
+              'nothing was deleted, try again in a few seconds',
+          );
+        }
+      }
       if (q.userId !== undefined) {
         const { rows } = await client.query(
           `SELECT 1 FROM run_events WHERE thread_id = $1 AND ($2::text IS NULL OR run_id = $2)

@@ -11,6 +11,8 @@
  * moves with the events stored under it.
  */
 import type pg from 'pg';
+import { partitionOf } from '../domain/partition.js';
+import { withClient } from './pool-client.js';
 
 /** A partition held: the epoch of the lease, and the position when it was taken. */
 export interface Lease {
@@ -286,6 +288,151 @@ export async function fence(
   if (rows.length === entries.length) return;
   const held = new Set(rows.map((r) => r.partition));
   throw new FencedError(entries.filter((e) => !held.has(e.partition)));
+}
+
+/** A partition's stream as a persister taking the partition found it. */
+export interface LogFound {
+  readonly lease: Lease;
+  /** The stream's creation time, as JetStream reports it: a stream made again has another. */
+  readonly created: string;
+  /** The stream's last sequence. */
+  readonly last: number;
+}
+
+/** Where a persister taking a partition reads it from (see {@link adoptLogs}). */
+export interface AdoptedLog {
+  readonly position: number;
+  /** The stream was made again since the position was recorded: its log is read from its start. */
+  readonly remade: boolean;
+}
+
+/** What {@link adoptLogs} found and did. */
+export interface Adoption {
+  /** By partition; a partition missing was taken over meanwhile (its lease is not held). */
+  readonly logs: Map<number, AdoptedLog>;
+  /** Threads whose deletion horizons were cleared (of partitions made again, or new). */
+  readonly clearedThreads: number;
+}
+
+/**
+ * Ties the positions of newly taken partitions to their streams (migration 0012). A stream
+ * made again under the same name numbers its messages from 1: the partition's position and the
+ * deletion horizons of its threads, offsets of the old stream, would skip the new log's first
+ * messages and drop its events as deleted. A partition is taken as made again when its recorded
+ * `log_created` differs from the stream's, when the position is past the stream's end, or when
+ * nothing is recorded of it at all (no creation time, position 0: a new partition row, as for a
+ * new RS_STREAM name in a database that held another). Its position goes back to 0 and the
+ * horizons of its threads are cleared. A row from before creation times were kept, with a
+ * position inside the stream, only has the stream's recorded. All in one transaction, on rows
+ * locked FOR UPDATE and still leased to `s` at the epochs given, so no other persister and no
+ * delete in flight (deletions.ts reads the row FOR KEY SHARE) interleaves with it.
+ */
+export async function adoptLogs(
+  db: pg.Pool,
+  s: LeaseScope,
+  found: readonly LogFound[],
+  partitions: number,
+): Promise<Adoption> {
+  const logs = new Map<number, AdoptedLog>();
+  if (found.length === 0) return { logs, clearedThreads: 0 };
+  return withClient(db, async (client) => {
+    await client.query('BEGIN');
+    try {
+      const { rows } = await client.query<{
+        partition: number;
+        last_offset: string;
+        log_created: string | null;
+      }>({
+        name: 'rs_lease_adopt_lock',
+        text: `SELECT p.partition, p.last_offset, p.log_created FROM log_partitions p
+                 JOIN unnest($3::int[], $4::int8[]) AS x(partition, epoch)
+                   ON p.partition = x.partition AND p.epoch = x.epoch
+                WHERE p.stream = $1 AND p.owner = $2
+                ORDER BY p.partition
+                  FOR UPDATE OF p`,
+        values: [s.stream, s.member, found.map((f) => f.lease.partition), found.map((f) => f.lease.epoch)],
+      });
+      const byPartition = new Map(found.map((f) => [f.lease.partition, f]));
+      const changed: { partition: number; created: string; remade: boolean; clear: boolean }[] = [];
+      for (const row of rows) {
+        const f = byPartition.get(row.partition) as LogFound;
+        const position = Number(row.last_offset);
+        const remade = position > f.last || (row.log_created !== null && row.log_created !== f.created);
+        // Nothing recorded: whatever horizons its threads have are of another stream, or none.
+        const clear = remade || (row.log_created === null && position === 0);
+        logs.set(row.partition, { position: remade ? 0 : position, remade });
+        if (clear || row.log_created !== f.created) {
+          changed.push({ partition: row.partition, created: f.created, remade, clear });
+        }
+      }
+      let clearedThreads = 0;
+      const cleared = new Set(changed.filter((c) => c.clear).map((c) => c.partition));
+      if (cleared.size > 0) {
+        // Threads with a horizon are those ever deleted (or with a deleted run): few, read whole.
+        const { rows: deleted } = await client.query<{ thread_id: string }>(
+          `SELECT thread_id FROM thread_heads WHERE deleted_upto_offset > 0 OR run_deleted_upto_offset > 0
+           UNION SELECT thread_id FROM run_deletions`,
+        );
+        const ids = deleted.map((r) => r.thread_id).filter((t) => cleared.has(partitionOf(t, partitions)));
+        if (ids.length > 0) {
+          await client.query(
+            'UPDATE thread_heads SET deleted_upto_offset = 0, run_deleted_upto_offset = 0 WHERE thread_id = ANY($1::text[])',
+            [ids],
+          );
+          await client.query('DELETE FROM run_deletions WHERE thread_id = ANY($1::text[])', [ids]);
+        }
+        clearedThreads = ids.length;
+      }
+      if (changed.length > 0) {
+        await client.query(
+          `UPDATE log_partitions p
+              SET log_created = x.created, last_offset = CASE WHEN x.remade THEN 0 ELSE p.last_offset END,
+                  updated_at = now()
+             FROM unnest($2::int[], $3::text[], $4::bool[]) AS x(partition, created, remade)
+            WHERE p.stream = $1 AND p.partition = x.partition`,
+          [
+            s.stream,
+            changed.map((c) => c.partition),
+            changed.map((c) => c.created),
+            changed.map((c) => c.remade),
+          ],
+        );
+      }
+      await client.query('COMMIT');
+      return { logs, clearedThreads };
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    }
+  });
+}
+
+/**
+ * Of `partitions`, those whose recorded stream is the one `created` names (`created(p)`: the
+ * partition stream's creation time now): their deletion horizons count in the log as it is. A
+ * stream made again and not yet taken up by a persister (adoptLogs), or a partition never taken,
+ * is left out: its horizons may be offsets of another stream.
+ */
+export async function logsTakenUp(
+  db: pg.Pool,
+  stream: string,
+  partitions: readonly number[],
+  created: (partition: number) => Promise<string | undefined>,
+): Promise<Set<number>> {
+  const [{ rows }, now] = await Promise.all([
+    db.query<{ partition: number; log_created: string | null }>({
+      name: 'rs_logs_taken_up',
+      text: 'SELECT partition, log_created FROM log_partitions WHERE stream = $1 AND partition = ANY($2::int[])',
+      values: [stream, partitions],
+    }),
+    Promise.all(partitions.map((p) => created(p))),
+  ]);
+  const current = new Map(partitions.map((p, i) => [p, now[i]]));
+  return new Set(
+    rows
+      .filter((r) => r.log_created !== null && r.log_created === current.get(r.partition))
+      .map((r) => r.partition),
+  );
 }
 
 /** Every partition's position (tests, the legacy upgrade, `runstream` tools). */

@@ -39,7 +39,9 @@ import { endWith, startSpan, traceLinks } from '../tracing.js';
 import { storeBatch } from './batch-assigner.js';
 import { readCheckpoint, saveCheckpoint } from './checkpoint.js';
 import {
+  type Adoption,
   acquire,
+  adoptLogs,
   ensureLayout,
   FencedError,
   type FenceEntry,
@@ -48,6 +50,7 @@ import {
   holdMemberLock,
   type Lease,
   type LeaseScope,
+  type LogFound,
   leave,
   markLegacyDrained,
   reapDead,
@@ -90,6 +93,31 @@ export const PULL_MIN_MESSAGES = 16;
 export function pullMessages(batchMax: number, partitions: number): number {
   return Math.max(PULL_MIN_MESSAGES, Math.ceil(batchMax / partitions));
 }
+/**
+ * What a partition's consumer reports that has it opened again by the persister (#openConsumer):
+ * its pulls went quiet, or nats.js found the consumer or the stream gone and would make the
+ * consumer again by itself, from the next sequence, in whatever stream now has the name (one made
+ * again numbers from 1: the reader's position says nothing there).
+ */
+const REOPEN_ON: ReadonlySet<string> = new Set([
+  'heartbeats_missed',
+  'consumer_deleted',
+  'consumer_not_found',
+  'stream_not_found',
+  'reset',
+]);
+
+/** A partition's stream was made again under a reader of the old one. */
+class LogRemadeError extends Error {
+  constructor(
+    readonly partition: number,
+    readonly was: string | undefined,
+    readonly now: string | undefined,
+  ) {
+    super('partition log was made again while it was read; letting the partition go to take it again');
+  }
+}
+
 /**
  * The longest pause between two renewals, whatever the lease: each renewal is also when a dead
  * persister (its connection closed) is noticed and its partitions taken over.
@@ -144,9 +172,14 @@ class PartitionReader {
   /** Its consumer was closed to be opened again at once (a NATS reconnect, quiet pulls). */
   reopenNow = false;
 
-  constructor(readonly lease: Lease) {
-    this.position = lease.lastOffset;
-    this.lastQueued = lease.lastOffset;
+  constructor(
+    readonly lease: Lease,
+    position: number,
+    /** Its stream's creation time when it was taken: the log the position counts in. */
+    readonly logCreated: string | undefined,
+  ) {
+    this.position = position;
+    this.lastQueued = position;
   }
 
   get partition(): number {
@@ -392,50 +425,77 @@ export class Persister implements AsyncDisposable {
       await release(this.#o.pool, this.#scope, leases);
       return;
     }
-    const started = await Promise.allSettled(
-      leases.map(async (lease) => {
-        const bounds = await this.#o.logBounds(lease.partition);
-        if (this.#closed) throw new Error('closing');
-        const reader = new PartitionReader(lease);
-        if (reader.position > bounds.last) {
-          // The stream was recreated under the same name: its sequences start again at 1.
-          // Replaying it whole is safe (whatever is stored comes back as a duplicate).
-          this.#o.log.warn(
-            { partition: lease.partition, position: reader.position, logLast: bounds.last },
-            'partition position is past the log; replaying it whole',
-          );
-          reader.position = 0;
-          reader.lastQueued = 0;
-        } else if (reader.position + 1 < bounds.first) {
-          this.#o.log.error(
-            { partition: lease.partition, position: reader.position, logFirst: bounds.first },
-            'log messages expired (stream max age / limits) before they were persisted',
-          );
-        }
-        // A reader of an older lease of ours (lost, and taken again): stopped first.
-        const before = this.#readers.get(lease.partition);
-        if (before) await this.#stopReader(before);
-        this.#readers.set(lease.partition, reader);
-        reader.reading = this.#readForever(reader);
-      }),
-    );
+    const asked = await Promise.allSettled(leases.map((lease) => this.#o.logBounds(lease.partition)));
+    const found: LogFound[] = [];
+    const bounds = new Map<number, LogBounds>();
+    leases.forEach((lease, i) => {
+      const answer = asked[i];
+      if (answer?.status !== 'fulfilled') return;
+      bounds.set(lease.partition, answer.value);
+      found.push({ lease, created: answer.value.created ?? '', last: answer.value.last });
+    });
     // Leases whose stream could not be asked: given back, for this or another persister's next try.
-    const failed = leases.filter((_, i) => started[i]?.status === 'rejected');
+    let failed: readonly Lease[] = leases.filter((l) => !bounds.has(l.partition));
+    let why = String(
+      (asked.find((r) => r.status === 'rejected') as PromiseRejectedResult | undefined)?.reason,
+    );
+    let adoption: Adoption | undefined;
+    if (!this.#closed) {
+      try {
+        adoption = await adoptLogs(this.#o.pool, this.#scope, found, this.#o.subjects.partitions);
+      } catch (err) {
+        failed = leases;
+        why = String(err);
+      }
+    }
+    if (this.#closed) failed = leases;
+    const started: Lease[] = [];
+    for (const lease of leases) {
+      const log = adoption?.logs.get(lease.partition);
+      const b = bounds.get(lease.partition);
+      if (failed.includes(lease) || !b) continue;
+      if (!log) {
+        this.#o.log.warn(
+          { partition: lease.partition, epoch: lease.epoch },
+          'partition taken over while opening it',
+        );
+        continue;
+      }
+      const reader = new PartitionReader(lease, log.position, b.created);
+      if (log.remade) {
+        // Its sequences start again at 1; what the new log holds is read from its start.
+        this.#o.log.warn(
+          { partition: lease.partition, position: lease.lastOffset, logLast: b.last, logCreated: b.created },
+          'partition log was made again; reading it from its start',
+        );
+      } else if (reader.position + 1 < b.first) {
+        this.#o.log.error(
+          { partition: lease.partition, position: reader.position, logFirst: b.first },
+          'log messages expired (stream max age / limits) before they were persisted',
+        );
+      }
+      // A reader of an older lease of ours (lost, and taken again): stopped first.
+      const before = this.#readers.get(lease.partition);
+      if (before) await this.#stopReader(before);
+      this.#readers.set(lease.partition, reader);
+      reader.reading = this.#readForever(reader);
+      started.push(lease);
+    }
+    if (adoption && adoption.clearedThreads > 0) {
+      this.#o.log.warn(
+        { threads: adoption.clearedThreads },
+        "deletion horizons of a log made again (or another stream's) cleared",
+      );
+    }
     if (failed.length > 0) {
       this.#o.log.warn(
-        {
-          partitions: failed.map((l) => l.partition),
-          err: String((started.find((r) => r.status === 'rejected') as PromiseRejectedResult).reason),
-        },
+        { partitions: failed.map((l) => l.partition), err: why },
         'could not open partitions; released them',
       );
       await release(this.#o.pool, this.#scope, failed).catch(() => undefined);
     }
     this.#o.log.info(
-      {
-        partitions: leases.filter((l) => !failed.includes(l)).map((l) => l.partition),
-        held: this.#readers.size,
-      },
+      { partitions: started.map((l) => l.partition), held: this.#readers.size },
       'took partitions',
     );
   }
@@ -475,6 +535,10 @@ export class Persister implements AsyncDisposable {
 
   /** An ordered consumer of a partition from the message after the last one taken; undefined if let go meanwhile. */
   async #openConsumer(r: PartitionReader): Promise<ConsumerMessages | undefined> {
+    // Made again under the same name while this reader had it: its position counts in the old
+    // log. The partition is let go, and taken again from the start of the new one (adoptLogs).
+    const { created } = await this.#o.logBounds(r.partition);
+    if (created !== r.logCreated) throw new LogRemadeError(r.partition, r.logCreated, created);
     const consumer = await this.#o.js.consumers.get(partitionStream(this.#o.streamName, r.partition), {
       // Unique per start: a dead process's consumer lingers until its inactivity threshold.
       name_prefix: `rs-persister-${randomBytes(6).toString('hex')}`,
@@ -507,9 +571,9 @@ export class Persister implements AsyncDisposable {
   async #watchPulls(r: PartitionReader, messages: ConsumerMessages): Promise<void> {
     try {
       for await (const s of messages.status()) {
-        if (s.type !== 'heartbeats_missed' || r.messages !== messages || !r.current || this.#closed) continue;
+        if (!REOPEN_ON.has(s.type) || r.messages !== messages || !r.current || this.#closed) continue;
         this.#o.log.info(
-          { partition: r.partition, from: r.lastQueued + 1 },
+          { partition: r.partition, from: r.lastQueued + 1, status: s.type },
           'partition pull went quiet; reopening',
         );
         r.reopenNow = true;
@@ -528,6 +592,12 @@ export class Persister implements AsyncDisposable {
         const messages = await this.#openConsumer(r);
         if (messages) await this.#read(r, messages);
       } catch (err) {
+        if (err instanceof LogRemadeError && r.current && !this.#closed) {
+          this.#o.log.warn({ partition: r.partition, was: err.was, now: err.now }, err.message);
+          // Let go once this loop has returned: letting go waits for it.
+          setImmediate(() => void this.#letGo([r]).catch(() => undefined));
+          return;
+        }
         this.#o.log.warn({ err: (err as Error).message, partition: r.partition }, 'reading the log failed');
       }
       if (!r.current || this.#closed) return;

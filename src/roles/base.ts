@@ -22,7 +22,7 @@ import {
 } from '../log/jetstream-health.js';
 import { LOG_EVENT_OVERHEAD_BYTES, LOG_MESSAGE_OVERHEAD_BYTES } from '../log/log-batch.js';
 import { Resync } from '../log/resync.js';
-import { ensureLogStream, partitionStream } from '../log/streams.js';
+import { ensureLogStream, type LogStreamOptions, partitionStream } from '../log/streams.js';
 import { Subjects } from '../log/subjects.js';
 import type { Logger } from '../logger.js';
 import { Metrics } from '../metrics.js';
@@ -114,6 +114,13 @@ export async function startBase(config: Config, log: Logger, closers: Closers): 
   });
   checkEventsFitTheLog(config, maxBodyBytes(nc));
   const subjects = new Subjects(config.subjectPrefix, config.partitions);
+  const logStreamOptions: LogStreamOptions = {
+    streamName: config.streamName,
+    subjects,
+    maxAgeMs: config.streamMaxAgeMs,
+    duplicateWindowMs: config.duplicateWindowMs,
+    replicas: config.streamReplicas,
+  };
   // A cluster electing a leader (a node just died, quorum intact) answers nothing for a few
   // seconds: wait for it rather than exit.
   const jsm = await untilJetStreamAnswers(
@@ -121,25 +128,31 @@ export async function startBase(config: Config, log: Logger, closers: Closers): 
     async () => {
       // A short timeout per attempt: a request sent while there is no leader is never
       // answered, even once one is elected, so a long one only delays the start.
-      await ensureLogStream(await jetstreamManager(nc, { timeout: JETSTREAM_START_ATTEMPT_TIMEOUT_MS }), {
-        streamName: config.streamName,
-        subjects,
-        maxAgeMs: config.streamMaxAgeMs,
-        duplicateWindowMs: config.duplicateWindowMs,
-        replicas: config.streamReplicas,
-      });
+      await ensureLogStream(
+        await jetstreamManager(nc, { timeout: JETSTREAM_START_ATTEMPT_TIMEOUT_MS }),
+        logStreamOptions,
+      );
       return jetstreamManager(nc);
     },
     log,
     stopWaiting.signal,
   );
   const logBounds = async (p: number): Promise<LogBounds> => {
-    const { state } = await jsm.streams.info(partitionStream(config.streamName, p));
-    return { first: state.first_seq, last: state.last_seq };
+    const { state, created } = await jsm.streams.info(partitionStream(config.streamName, p));
+    return { first: state.first_seq, last: state.last_seq, created };
   };
   // Readiness asks partition 0's stream for its leader: no quorum, no answer.
   const jetStream = new JetStreamProbe(nc, partitionStream(config.streamName, 0));
   const resync = new Resync(nc, subjects.resync, log.child({ stage: 'resync' }));
+  // A server back without its store (a lost disk, a node replaced) has no log: make it again at
+  // once, as a start would, rather than leave publishes failing until a process restarts. The
+  // persisters find the new streams by their creation time (persist/leases.ts: adoptLogs).
+  resync.onResync((why) => {
+    if (why !== 'reconnect') return;
+    void ensureLogStream(jsm, logStreamOptions).catch((err: unknown) =>
+      log.warn({ err: (err as Error).message }, 'could not check the log streams after a reconnect'),
+    );
+  });
   resync.start();
   closers.push(async () => resync.close());
 

@@ -3,6 +3,7 @@
  * answering at the producer's ack level (ingest/).
  */
 
+import { partitionOf } from '../domain/partition.js';
 import type { Receipt } from '../domain/receipt.js';
 import { ControlFeeds } from '../ingest/control.js';
 import { InflightBudget } from '../ingest/inflight.js';
@@ -12,6 +13,7 @@ import { decodeReceipts } from '../log/announcements.js';
 import { LogPublisher } from '../log/publisher.js';
 import { ThreadFeeds } from '../log/thread-feed.js';
 import { deletionHorizons } from '../persist/deletions.js';
+import { logsTakenUp } from '../persist/leases.js';
 import type { Base } from './base.js';
 
 /** How long a thread's receipt subscription outlives its last PERSISTED request (up to 0.5 s more: swept). */
@@ -28,6 +30,16 @@ export function startIngestRole(b: Base): void {
   const waiter = new PersistWaiter(receipts, pool, config.persistedAckTimeoutMs, {
     log: log.child({ stage: 'ingest' }),
     lingerMs: RECEIPT_LINGER_MS,
+    horizonsCurrent: async (threadIds) => {
+      const partitionOfThread = new Map(threadIds.map((t) => [t, partitionOf(t, config.partitions)]));
+      const taken = await logsTakenUp(
+        pool,
+        config.streamName,
+        [...new Set(partitionOfThread.values())],
+        async (p) => (await b.logBounds(p)).created,
+      );
+      return new Set(threadIds.filter((t) => taken.has(partitionOfThread.get(t) as number)));
+    },
   });
   // Receipts lost while NATS moved: the waiting requests look their events up, now and once
   // more a moment later, when the servers of a cluster all know this node's subscriptions

@@ -2,7 +2,7 @@
  * Starts a REAL nats-server (JetStream on) for integration tests: random port, temp store dir, log file.
  * Set NATS_URL to use an already-running server instead (stop() is then a no-op; kill/restart throw).
  */
-import { mkdtemp } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -35,8 +35,11 @@ export interface NatsServerHandle extends AsyncDisposable {
   pause(): void;
   /** SIGCONT after {@link pause}. */
   resume(): void;
-  /** Start again on the same port and store dir (JetStream data survives); resolves once it accepts connections. */
-  restart(): Promise<void>;
+  /**
+   * Start again on the same port and store dir (JetStream data survives; with `wipeStore`, the
+   * store is deleted first, as a server that lost its disk); resolves once it accepts connections.
+   */
+  restart(o?: { wipeStore?: boolean }): Promise<void>;
   /** http://127.0.0.1:<port> of the monitoring endpoint (`/connz`, `/varz`), when started with `monitor`. */
   readonly monitorUrl: string | undefined;
 }
@@ -157,9 +160,10 @@ export async function startNatsServer(opts: StartNatsOptions = {}): Promise<Nats
     resume() {
       if (proc) signal(proc, 'SIGCONT');
     },
-    async restart() {
+    async restart(o: { wipeStore?: boolean } = {}) {
       if (disposed) throw new Error('nats-server handle already disposed');
       await stop();
+      if (o.wipeStore) await rm(storeDir, { recursive: true, force: true });
       await launch(port);
     },
     async [Symbol.asyncDispose]() {

@@ -1,0 +1,13 @@
+-- Which incarnation of its partition stream a partition's position counts in.
+--
+-- A JetStream stream deleted and made again under the same name (NATS lost its store, an
+-- operator deleted it) numbers its messages from 1 again, and the offsets Postgres recorded
+-- against the old one mean nothing in the new one: the partition's position (last_offset), and
+-- the deletion horizons of its threads and runs (thread_heads, run_deletions: migration 0004).
+-- Kept, the position skips the new log's first messages and the horizons drop its events as
+-- deleted. log_created is the stream's creation time as JetStream reports it, which a stream
+-- made again changes and a backup restored keeps. A persister taking the partition compares it
+-- with the stream's (src/persist/leases.ts: adoptLogs): when they differ, it reads the new log
+-- from its start and clears the horizons of the partition's threads, in one transaction that
+-- proves its lease. NULL: not known yet (a partition row from before this migration, or new).
+ALTER TABLE log_partitions ADD COLUMN log_created text;
